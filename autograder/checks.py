@@ -1,0 +1,93 @@
+"""How a check is declared and what it receives.
+
+A check is a plain function `def name(t: Context)` with its points, question and visibility
+declared next to it by `@check(...)`. It calls the student's code through `t.student`, gets
+expected values from `t.ref` (hidden checks) or `t.expected(...)` (public checks, answered from
+fixtures so that public checks run without the reference), and fails by raising `CheckFailed`.
+"""
+from __future__ import annotations
+
+import random
+import sys
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autograder.errors import CheckFailed
+
+__all__ = ["check", "CheckSpec", "Context", "CheckFailed", "seed_everything"]
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    name: str
+    question: str  # "1", "2", ... as in the notebook
+    points: float
+    title: str  # what a student reads in the table
+    public: bool = False
+    extra: bool = False  # extra credit: counts in the score, not in the maximum
+    timeout: float | None = None  # seconds per call into the student's code
+
+
+def check(question: str | int, points: float, title: str, *, public: bool = False, extra: bool = False,
+          timeout: float | None = None):
+    """Declare a check. The function's name is its stable id (used for seeds and fixtures)."""
+
+    def register(fn):
+        fn.lmgrade_check = CheckSpec(name=fn.__name__, question=str(question), points=float(points), title=title,
+                                     public=public, extra=extra, timeout=timeout)
+        return fn
+
+    return register
+
+
+def collect(module) -> list:
+    """The checks of a module, in the order they are written."""
+    return [fn for fn in vars(module).values() if callable(fn) and hasattr(fn, "lmgrade_check")]
+
+
+def seed_for(name: str) -> int:
+    """A seed per check, stable across runs, machines and check order."""
+    return zlib.crc32(name.encode()) & 0x7FFFFFFF
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+
+
+@dataclass
+class Context:
+    """What a check receives. `student` calls run in the student's process."""
+
+    student: object  # autograder.remote.Student
+    ref: object | None  # the reference module (None where only fixtures are available)
+    spec: CheckSpec
+    device: str = "cpu"
+    fixtures: dict | None = None  # public-check expected values, by key
+    recording: dict | None = None  # when building fixtures, expected values are written here
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.seed = seed_for(self.spec.name)
+        self.rng = np.random.default_rng(self.seed)
+
+    def expected(self, key: str, compute):
+        """An expected value: `compute(ref)` where the reference is at hand, else the saved fixture."""
+        full_key = f"{self.spec.name}/{key}"
+        if self.recording is not None:
+            self.recording[full_key] = value = compute(self.ref)
+            return value
+        if self.spec.public:
+            if self.fixtures is None or full_key not in self.fixtures:
+                raise RuntimeError(f"fixture {full_key} is missing: run `lmgrade build`")
+            return self.fixtures[full_key]
+        return compute(self.ref)
+
+    def note(self, text: str) -> None:
+        """A line shown with the check's result whether it passes or fails (a measured figure, say)."""
+        self.notes.append(text)

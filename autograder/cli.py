@@ -1,0 +1,125 @@
+"""The `lmgrade` command: build, check (students), grade (TAs), selfcheck (the quick-start job).
+
+Exit status: 0 whenever grading ran, whatever the score; 2 for wrong arguments; 1 when the grader
+itself failed (with a message, and for `--json` a valid results file that says so).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from autograder import assignments, build, results, runner
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="lmgrade", description="Homework and autograder for a course on language models.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("build", help="regenerate starter notebooks, reference modules and public fixtures")
+    p.add_argument("--check", action="store_true", help="exit 1 if a committed generated file is stale")
+    p.add_argument("--solutions", type=Path, metavar="DIR", help="also write the staff solution notebooks into DIR")
+
+    p = sub.add_parser("check", help="run the public checks on your notebook (what a student runs)")
+    p.add_argument("notebook", type=Path)
+    p.add_argument("--assignment", choices=assignments.IDS, help="default: read from the notebook")
+
+    p = sub.add_parser("grade", help="run every check on submissions (what a TA runs)")
+    p.add_argument("submissions", nargs="+", type=Path)
+    p.add_argument("--assignment", required=True, choices=assignments.IDS)
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
+    p.add_argument("--question", action="append", help="grade only this question (repeatable)")
+    p.add_argument("--json", type=Path, metavar="PATH", help="write Gradescope results.json here (one submission)")
+
+    sub.add_parser("selfcheck", help="build, then grade the staff solution and the starter of every finished assignment")
+
+    args = parser.parse_args(argv)
+    try:
+        return {"build": _build, "check": _check, "grade": _grade, "selfcheck": _selfcheck}[args.command](args)
+    except (assignments.UnknownAssignment, ValueError) as exc:
+        print(f"lmgrade: error: {exc}", file=sys.stderr)
+        return 2
+    except build.BuildError as exc:
+        print(f"lmgrade: build failed: {exc}", file=sys.stderr)
+        return 1
+
+
+def _build(args) -> int:
+    stale = build.build(check=args.check, solutions_dir=args.solutions)
+    verb = "out of date" if args.check else "written"
+    for path in stale:
+        print(f"{verb}: {path.relative_to(assignments.ROOT) if path.is_relative_to(assignments.ROOT) else path}")
+    if args.check and stale:
+        print("Run `lmgrade build` and commit the result.", file=sys.stderr)
+        return 1
+    if not stale:
+        print("All generated files are up to date.")
+    return 0
+
+
+def _infer_assignment(path: Path) -> str:
+    try:
+        meta = json.loads(path.read_text(errors="replace")).get("metadata", {}).get("lmgrade", {})
+        if meta.get("assignment") in assignments.IDS:
+            return meta["assignment"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    for assignment_id in assignments.IDS:
+        if assignment_id in path.stem:
+            return assignment_id
+    raise ValueError(f"cannot tell which assignment {path.name} is for; pass --assignment")
+
+
+def _check(args) -> int:
+    if not args.notebook.exists():
+        raise ValueError(f"{args.notebook} does not exist (save the notebook first, and give its file name)")
+    assignment = assignments.get(args.assignment or _infer_assignment(args.notebook))
+    report = runner.grade(args.notebook, assignment, device="cpu", public_only=True)
+    print(results.format_table(report, assignment.questions))
+    print("These are the public checks only: hidden checks decide the final score.")
+    return 0
+
+
+def _grade(args) -> int:
+    assignment = assignments.get(args.assignment)
+    device = runner.resolve_device(args.device)
+    if args.json and len(args.submissions) != 1:
+        raise ValueError("--json writes one results file: give exactly one submission")
+    for path in args.submissions:
+        try:
+            report = runner.grade(path, assignment, device=device,
+                                  questions=set(args.question) if args.question else None)
+        except Exception as exc:  # the grader itself failed: say so, and leave a valid results file
+            if args.json:
+                results.write_json(results.failure_json(f"{type(exc).__name__}: {exc}"), args.json)
+            print(f"lmgrade: grading {path} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
+        print(results.format_table(report, assignment.questions))
+        if args.json:
+            results.write_json(results.gradescope_json(report), args.json)
+    return 0
+
+
+def _selfcheck(args) -> int:
+    """The quick-start job: the staff solution must score full marks, the starter zero."""
+    stale = build.build()
+    print(f"build: {len(stale)} generated file(s) updated" if stale else "build: generated files up to date")
+    finished = [a for a in assignments.available() if a.finished]
+    rows, ok = [], True
+    with tempfile.TemporaryDirectory(prefix="lmgrade-selfcheck-") as tmp:
+        build.build(solutions_dir=Path(tmp), assignments=finished)
+        for assignment in finished:
+            for label, path in (("staff solution", Path(tmp) / assignment.starter_path.name),
+                                ("starter", assignment.starter_path)):
+                report = runner.grade(path, assignment, device="cpu")
+                print(results.format_table(report, assignment.questions, details=False))
+                rows.append((assignment.id, label, report.score, report.max_score, report.execution_time))
+                expected = report.max_score if label == "staff solution" else 0.0
+                ok &= abs(report.score - expected) < 1e-9
+    print("\nassignment   notebook         score        time")
+    for assignment_id, label, score, max_score, seconds in rows:
+        print(f"{assignment_id:<12} {label:<15} {score:>6g}/{max_score:<6g} {seconds:6.1f} s")
+    print("selfcheck: " + ("OK (solutions full marks, starters zero)" if ok else "UNEXPECTED SCORES"))
+    return 0 if ok else 1

@@ -1,0 +1,162 @@
+"""Comparisons that fail with a diagnosis: shapes, dtypes, values with dtype-aware tolerances.
+
+Why: "wrong answer" teaches nothing. A failure says what was called, the shapes, the worst index
+and the expected and actual values there, without printing whole (possibly hidden) inputs. Every
+value compared here was decoded by the grader from plain data, so no student `__eq__` runs.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from autograder.errors import CheckFailed
+
+# (rtol, atol) by dtype, as torch.testing.assert_close uses them.
+TOLERANCES = {
+    "float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5), "float32": (1.3e-6, 1e-5), "float64": (1e-7, 1e-7),
+}
+
+
+def as_array(value) -> tuple[np.ndarray, str]:
+    """A float64/int numpy view of a number, array or tensor, plus the dtype name it came with."""
+    if hasattr(value, "detach") and hasattr(value, "dtype"):  # torch tensor decoded by the grader
+        dtype = str(value.dtype).removeprefix("torch.")
+        t = value.detach().cpu()
+        if dtype == "bfloat16":
+            t = t.float()
+        return t.numpy(), dtype
+    if isinstance(value, np.ndarray):
+        return value, value.dtype.name
+    if isinstance(value, np.generic):
+        return np.asarray(value), value.dtype.name
+    if isinstance(value, bool) or not isinstance(value, (int, float, list, tuple)):
+        raise CheckFailed(f"expected a number or an array, got {type(value).__name__}")
+    arr = np.asarray(value, dtype=np.float64)
+    return arr, "float64" if arr.dtype.kind == "f" else arr.dtype.name
+
+
+def assert_shape(got, shape: tuple, what: str) -> None:
+    arr, _ = as_array(got)
+    if tuple(arr.shape) != tuple(shape):
+        raise CheckFailed(f"{what}: expected shape {tuple(shape)}, got {tuple(arr.shape)}.")
+
+
+def assert_dtype(got, dtype: str, what: str) -> None:
+    _, name = as_array(got)
+    if name != dtype:
+        raise CheckFailed(f"{what}: expected dtype {dtype}, got {name}.")
+
+
+def assert_close(got, expected, what: str, *, rtol: float | None = None, atol: float | None = None,
+                 check_dtype: bool = False) -> None:
+    """|got - expected| <= atol + rtol * |expected| elementwise, NaN matching NaN only."""
+    g, g_dtype = as_array(got)
+    e, e_dtype = as_array(expected)
+    if check_dtype and g_dtype != e_dtype:
+        raise CheckFailed(f"{what}: expected dtype {e_dtype}, got {g_dtype}.")
+    if g.shape != e.shape:
+        raise CheckFailed(f"{what}: expected shape {tuple(e.shape)}, got {tuple(g.shape)}.")
+    default = TOLERANCES.get(g_dtype, TOLERANCES["float64"])
+    rtol = default[0] if rtol is None else rtol
+    atol = default[1] if atol is None else atol
+    g64, e64 = g.astype(np.float64), e.astype(np.float64)
+    bad_nan = np.isnan(g64) != np.isnan(e64)
+    if bad_nan.any():
+        idx = _index(np.argmax(bad_nan), g.shape)
+        raise CheckFailed(f"{what}: got {'NaN' if np.isnan(g64[idx]) else g64[idx]!r} at index {idx} where "
+                          f"{'NaN' if np.isnan(e64[idx]) else _fmt(e64[idx])} was expected "
+                          f"({int(bad_nan.sum())} NaN mismatch(es)). Look for log(0), 0/0 or overflow in exp.")
+    with np.errstate(invalid="ignore"):
+        same_inf = np.isinf(e64) & (g64 == e64)
+        err = np.where(np.isnan(e64) | same_inf, 0.0, np.abs(g64 - e64))
+        allowed = atol + rtol * np.abs(np.where(np.isinf(e64), 0, e64))
+        bad = ~(err <= allowed)
+    if bad.any():
+        worst = _index(np.argmax(np.where(bad, err - allowed, -np.inf)), g.shape)
+        rel = err / np.maximum(np.abs(e64), 1e-300)
+        where = f" at index {worst}" if g.ndim else ""
+        raise CheckFailed(
+            f"{what}: {int(bad.sum())} of {g.size} value(s) differ beyond tolerance (rtol={rtol:g}, atol={atol:g}). "
+            f"Worst{where}: expected {_fmt(e64[worst])}, got {_fmt(g64[worst])}. "
+            f"Max abs error {_fmt(float(err.max()))}, max rel error {_fmt(float(rel[np.isfinite(rel)].max(initial=0)))}.")
+
+
+def assert_equal(got, expected, what: str) -> None:
+    """Exact equality of plain data (lists, dicts, sets, strings, ints), with the first difference."""
+    problem = _difference(got, expected, "")
+    if problem:
+        raise CheckFailed(f"{what}: {problem}")
+
+
+def _difference(got, expected, path: str) -> str | None:
+    at = f" at {path}" if path else ""
+    if isinstance(expected, dict):
+        if not isinstance(got, dict):
+            return f"expected a dict{at}, got {type(got).__name__}"
+        missing = [k for k in expected if k not in got]
+        extra = [k for k in got if k not in expected]
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append(f"{len(missing)} missing key(s), e.g. {_short(missing[0])}")
+            if extra:
+                parts.append(f"{len(extra)} unexpected key(s), e.g. {_short(extra[0])}")
+            return f"{'; '.join(parts)}{at} (expected {len(expected)} keys, got {len(got)})"
+        for k in expected:
+            problem = _difference(got[k], expected[k], f"{path}[{_short(k)}]")
+            if problem:
+                return problem
+        return None
+    if isinstance(expected, (set, frozenset)):
+        if not isinstance(got, (set, frozenset, list, tuple)):
+            return f"expected a set{at}, got {type(got).__name__}"
+        got_set = set(got)
+        if got_set != expected:
+            missing, extra = sorted(map(str, expected - got_set)), sorted(map(str, got_set - expected))
+            parts = [f"{len(missing)} missing, e.g. {missing[0]!r}"] if missing else []
+            parts += [f"{len(extra)} unexpected, e.g. {extra[0]!r}"] if extra else []
+            return f"{'; '.join(parts)}{at} (expected {len(expected)} items, got {len(got_set)})"
+        return None
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(got, (list, tuple)):
+            return f"expected a {type(expected).__name__}{at}, got {type(got).__name__}"
+        for i, (g, e) in enumerate(zip(got, expected)):
+            problem = _difference(g, e, f"{path}[{i}]")
+            if problem:
+                return problem
+        if len(got) != len(expected):
+            return f"expected length {len(expected)}{at}, got {len(got)}"
+        return None
+    if isinstance(expected, float) or isinstance(got, float):
+        if isinstance(got, (int, float)) and not isinstance(got, bool) and (
+                got == expected or (math.isnan(got) and math.isnan(expected))):
+            return None
+        return f"expected {_short(expected)}{at}, got {_short(got)}"
+    if type(got) is not type(expected) and not (isinstance(got, int) and isinstance(expected, int)):
+        return f"expected {type(expected).__name__} {_short(expected)}{at}, got {type(got).__name__} {_short(got)}"
+    if got != expected:
+        return f"expected {_short(expected)}{at}, got {_short(got)}"
+    return None
+
+
+def assert_finite(got, what: str) -> None:
+    arr, _ = as_array(got)
+    bad = ~np.isfinite(arr.astype(np.float64))
+    if bad.any():
+        idx = _index(np.argmax(bad), arr.shape)
+        raise CheckFailed(f"{what}: {int(bad.sum())} value(s) are NaN or infinite, first at index {idx} "
+                          f"({arr.astype(np.float64)[idx]}). Use a numerically stable formulation.")
+
+
+def _index(flat: int, shape: tuple):
+    return tuple(int(i) for i in np.unravel_index(int(flat), shape)) if shape else ()
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,211 @@
+"""Take the graded cells out of a submission (.ipynb or .py) without running anything.
+
+Why: the grader grades functions by name from graded cells only; exploration, training runs and
+plots in other cells never execute. Problems (bad JSON, a syntax error in one cell, magics, a
+helper defined only in an ungraded cell) become notes for the student, never a crash.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+GRADED_TAG = "graded"
+GRADED_MARKER = "# GRADED CELL"  # the visible first line the build puts in every graded cell
+_PERCENT = re.compile(r"^# %%(.*)$")
+_DEF = re.compile(r"^(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", re.M)
+
+
+@dataclass
+class Cell:
+    index: int  # position among all cells of the notebook (0-based)
+    number: int  # 1-based position among all cells, as a student counts them
+    source: str
+
+    def wire(self) -> dict:
+        return {"index": self.index, "number": self.number, "source": self.source}
+
+
+@dataclass
+class Submission:
+    path: str
+    cells: list[Cell] = field(default_factory=list)  # graded cells that parse
+    notes: list[str] = field(default_factory=list)  # shown to the student once, at the top
+    unreadable: str | None = None  # why nothing could be graded at all
+    broken: dict[str, str] = field(default_factory=dict)  # name -> why its cell cannot run
+    ungraded_names: dict[str, int] = field(default_factory=dict)  # name -> cell number, ungraded only
+    graded_names: set[str] = field(default_factory=set)
+
+    def explain_missing(self, name: str) -> str:
+        """Why `name` is not available, in words that say what to do."""
+        if name in self.broken:
+            return self.broken[name]
+        if name in self.ungraded_names:
+            return (f"`{name}` is defined in cell {self.ungraded_names[name]}, which is not a graded cell; "
+                    "move it into the graded cell of its question (keep the name).")
+        if self.unreadable:
+            return self.unreadable
+        return f"the submission does not define `{name}` in a graded cell (check the spelling and that the cell is tagged as graded)."
+
+
+def read_submission(path: str | Path) -> Submission:
+    path = Path(path)
+    sub = Submission(path=str(path))
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        sub.unreadable = f"could not read {path.name}: {exc.strerror}"
+        return sub
+    text = raw.decode("utf-8", errors="replace")
+    if "\ufffd" in text and b"\xef\xbf\xbd" not in raw:
+        sub.notes.append("The file is not valid UTF-8; the bad bytes were replaced.")
+    if path.suffix == ".ipynb":
+        cells = _notebook_cells(text, sub)
+    else:
+        cells = _percent_cells(text)
+    if sub.unreadable is None:
+        _collect(cells, sub)
+    return sub
+
+
+def _notebook_cells(text: str, sub: Submission) -> list[tuple[bool, str, bool]]:
+    """(is_code, source, graded) for every cell, or [] with `sub.unreadable` set."""
+    try:
+        nb = json.loads(text)
+    except json.JSONDecodeError as exc:
+        sub.unreadable = (f"the notebook is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}). "
+                          "Open it in Jupyter and save it again, or submit the last good version.")
+        return []
+    if type(nb) is not dict or type(nb.get("cells")) is not list:
+        sub.unreadable = "the file is JSON but not a Jupyter notebook (no list of cells)."
+        return []
+    out = []
+    for cell in nb["cells"]:
+        if type(cell) is not dict:
+            out.append((False, "", False))
+            continue
+        source = cell.get("source", "")
+        source = "".join(s for s in source if type(s) is str) if type(source) is list else str(source)
+        meta = cell.get("metadata") if type(cell.get("metadata")) is dict else {}
+        tags = meta.get("tags") if type(meta.get("tags")) is list else []
+        graded = GRADED_TAG in tags or source.lstrip().startswith(GRADED_MARKER)
+        out.append((cell.get("cell_type") == "code", source, graded))
+    return out
+
+
+def _percent_cells(text: str) -> list[tuple[bool, str, bool]]:
+    """A .py file: jupytext percent cells when it has `# %% tags=["graded"]` headers, else one graded cell."""
+    lines = text.splitlines(keepends=True)
+    if not any(_PERCENT.match(l) and "graded" in l for l in lines):
+        return [(True, text, True)]
+    cells, header, body = [], None, []
+    for line in lines + ["# %%\n"]:
+        m = _PERCENT.match(line.rstrip("\n"))
+        if m:
+            if header is not None:
+                cells.append(("[markdown]" not in header, "".join(body), '"graded"' in header))
+            header, body = m.group(1), []
+        elif header is not None:
+            body.append(line)
+    return cells
+
+
+def _strip_magics(source: str, number: int, notes: list[str]) -> str:
+    """IPython magics and shell escapes mean nothing outside Jupyter: drop them, with a note."""
+    if source.lstrip().startswith("%%"):
+        notes.append(f"Cell {number}: a cell magic (%%) is ignored by the grader; the cell was skipped.")
+        return ""
+    kept, dropped = [], 0
+    for line in source.splitlines(keepends=True):
+        if re.match(r"^\s*[%!]", line):
+            dropped += 1
+            kept.append("\n")  # keep line numbers stable for tracebacks
+        else:
+            kept.append(line)
+    if dropped:
+        notes.append(f"Cell {number}: {dropped} line(s) with IPython magics or shell commands (% or !) are ignored by the grader.")
+    return "".join(kept)
+
+
+def _collect(cells, sub: Submission) -> None:
+    seen: dict[str, int] = {}
+    ungraded_trees = []
+    for index, (is_code, source, graded) in enumerate(cells):
+        number = index + 1
+        if not is_code:
+            continue
+        if not graded:
+            try:
+                ungraded_trees.append((number, ast.parse(_strip_magics(source, number, []))))
+            except (SyntaxError, ValueError):
+                pass
+            continue
+        source = _strip_magics(source, number, sub.notes)
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError) as exc:
+            line = getattr(exc, "lineno", None)
+            why = (f"graded cell {number} has a syntax error"
+                   + (f" at line {line}" if line else "") + f": {getattr(exc, 'msg', exc)}. Fix it and run the cell again.")
+            sub.notes.append(why[0].upper() + why[1:])
+            for name in _DEF.findall(source):
+                sub.broken[name] = f"`{name}` is in {why}"
+            continue
+        names = _top_level_names(tree)
+        for name in names & set(seen):
+            sub.notes.append(f"`{name}` is defined in graded cells {seen[name]} and {number}; the later one is graded.")
+        seen.update(dict.fromkeys(names, number))
+        sub.graded_names |= names
+        sub.cells.append(Cell(index=index, number=number, source=source))
+    if not sub.cells and not sub.broken:
+        sub.notes.append("No graded cells were found. Graded cells start with the line "
+                         f"'{GRADED_MARKER}' and carry the tag 'graded'; do not delete or retype them.")
+    bound = set(sub.graded_names)
+    for cell in sub.cells:
+        bound |= _all_bound_names(ast.parse(cell.source))
+    for number, tree in ungraded_trees:
+        for name in _top_level_names(tree) - sub.graded_names:
+            sub.ungraded_names.setdefault(name, number)
+    used = set()
+    for cell in sub.cells:
+        used |= {n.id for n in ast.walk(ast.parse(cell.source)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    for name in sorted(used - bound - set(dir(builtins))):
+        if name in sub.ungraded_names:
+            sub.notes.append(f"A graded cell uses `{name}`, which is defined only in cell {sub.ungraded_names[name]} "
+                             "(not graded); move it into a graded cell, or the grader will not see it.")
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                names |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def _all_bound_names(tree: ast.Module) -> set[str]:
+    """Every name bound anywhere (locals, parameters, loop variables): approximate but safe."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names |= set(node.names)
+    return names

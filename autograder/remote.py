@@ -1,0 +1,192 @@
+"""Proxies that make calls into the worker read like ordinary code in a check.
+
+`student.count_ngrams(sentences, 2)` sends a request and returns plain data; an object that is not
+plain data (a model) comes back as a `Remote` whose methods are again remote calls. Failures
+become `CheckFailed` subclasses with a message a student can act on.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from autograder import wire
+from autograder.errors import CheckFailed
+from autograder.sandbox import WorkerFailure
+
+
+class StudentError(CheckFailed):
+    """The student's code raised an exception."""
+
+
+class MissingName(CheckFailed):
+    """The submission does not define what the check calls."""
+
+
+class StudentCrash(CheckFailed):
+    """The student's process timed out or died during the call."""
+
+
+class InProcessChannel:
+    """Answers requests with a trusted module in this process: the reference, for fixtures and tests."""
+
+    def __init__(self, module, device: str = "cpu"):
+        from autograder.worker import Worker
+        self.worker = Worker(module=module)
+        self.worker.device = device
+
+    def request(self, message: dict, arrays: list, timeout: float) -> tuple[dict, list]:
+        reply, reply_arrays = self.worker.handle(*_roundtrip(message, arrays))
+        return _roundtrip(reply, reply_arrays)
+
+
+def _roundtrip(message, arrays):
+    """Same bytes as over a pipe, so in-process answers have exactly the types remote ones have."""
+    data = wire.pack(message, arrays)
+    n_json, n_npz = wire.header_lengths(data[:wire.HEADER_SIZE])
+    body = data[wire.HEADER_SIZE:wire.HEADER_SIZE + n_json]
+    return wire.unpack(body, data[wire.HEADER_SIZE + n_json:])
+
+
+class Student:
+    """The student's module as seen from a check. Attribute access names a function or class."""
+
+    def __init__(self, channel, *, timeout: float = 20.0, explain_missing=None, explain_name_error=None):
+        self._channel = channel
+        self._timeout = timeout
+        self._explain_missing = explain_missing or (lambda name: f"`{name}` is not defined in a graded cell.")
+        self._explain_name_error = explain_name_error or (lambda message: "")
+        self.printed: list[str] = []  # what the student's code printed during this check
+
+    def __getattr__(self, name: str) -> "Remote":
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return Remote(self, {"name": name}, name)
+
+    def within(self, seconds: float) -> "Student":
+        """The same student with another deadline per call: the time-limit primitive."""
+        other = Student(self._channel, timeout=seconds, explain_missing=self._explain_missing,
+                        explain_name_error=self._explain_name_error)
+        other.printed = self.printed
+        return other
+
+    def put(self, value, label: str = "data") -> "Remote":
+        """Send data once and keep it in the worker, to pass to many calls without resending."""
+        return self._request({"op": "put"}, {"value": value}, f"sending {label}")
+
+    def _request(self, message: dict, payload: dict, label: str, timeout: float | None = None):
+        arrays: list = []
+        for key, value in payload.items():
+            message[key] = wire.encode(_handles(value), arrays)
+        try:
+            reply, reply_arrays = self._channel.request(message, arrays, timeout or self._timeout)
+        except WorkerFailure as failure:
+            raise StudentCrash(_crash_message(failure, label, timeout or self._timeout)) from None
+        if reply.get("output"):
+            self.printed.append(str(reply["output"]))
+        event = reply.get("event")
+        if event == "missing":
+            raise MissingName(f"{label}: {self._explain_missing(str(reply.get('name')))}")
+        if event == "error":
+            err = reply.get("error") if type(reply.get("error")) is dict else {}
+            text = f"{label} raised {err.get('type', 'an error')}: {err.get('message', '')}"
+            if err.get("type") == "UnreadableResult":
+                text = f"{label} returned a value the grader cannot read: {err.get('message', '')}"
+            if err.get("type") == "NotImplementedError":
+                text = f"{label} is not implemented yet (it raised NotImplementedError: {err.get('message', '')})"
+            hint = self._explain_name_error(str(err.get("message", ""))) if err.get("type") == "NameError" else ""
+            trace = f"\nTraceback (your code, most recent call last):\n{err['traceback']}" if err.get("traceback") else ""
+            raise StudentError(text + (f"\n{hint}" if hint else "") + trace)
+        if event != "done":
+            raise StudentCrash(f"{label}: the student's process sent an unexpected reply")
+        try:
+            return wire.decode(reply.get("value"), reply_arrays,
+                               resolve_handle=lambda h: Remote(self, {"handle": h.id}, f"<{h.type_name}>"))
+        except wire.WireError as exc:
+            raise StudentCrash(f"{label}: unreadable reply ({exc})") from None
+
+
+class Remote:
+    """A function, class, object or attribute in the worker."""
+
+    def __init__(self, student: Student, target: dict, label: str):
+        self._student, self._target, self._label = student, target, label
+
+    def __getattr__(self, attr: str) -> "Remote":
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        target = dict(self._target, attrs=self._target.get("attrs", []) + [attr])
+        return Remote(self._student, target, f"{self._label}.{attr}")
+
+    def __call__(self, *args, **kwargs):
+        label = f"{self._label}({describe_args(args, kwargs)})"
+        return self._student._request({"op": "call", "target": self._target}, {"args": list(args), "kwargs": kwargs}, label)
+
+    def map(self, calls: list[tuple], timeout: float | None = None) -> list:
+        """Call once per argument tuple, in one round trip (fast for thousands of small calls)."""
+        label = f"{self._label}(...) over {len(calls)} inputs"
+        return self._student._request({"op": "call", "target": self._target, "map": True},
+                                      {"args": [list(c) for c in calls]}, label, timeout)
+
+    def get(self):
+        """The attribute's value (plain data, or another Remote)."""
+        return self._student._request({"op": "getattr", "target": self._target}, {}, self._label)
+
+    def vjp(self, args: list, wrt: list[int], cotangent, output_index: int = 0) -> dict:
+        """Output and gradients of sum(output * cotangent) w.r.t. args[wrt] and module parameters."""
+        label = f"backward through {self._label}({describe_args(args, {})})"
+        return self._student._request({"op": "vjp", "target": self._target, "wrt": wrt, "output_index": output_index},
+                                      {"args": list(args), "cotangent": cotangent}, label)
+
+    def __repr__(self) -> str:
+        return f"<student's {self._label}>"
+
+
+def _handles(value):
+    """Replace Remote objects inside arguments by their handles."""
+    if isinstance(value, Remote):
+        if "handle" not in value._target or value._target.get("attrs"):
+            raise TypeError("only objects returned by the student's code can be passed back to it")
+        return wire.Handle(value._target["handle"])
+    if type(value) is list:
+        return [_handles(v) for v in value]
+    if type(value) is tuple:
+        return tuple(_handles(v) for v in value)
+    if type(value) is dict:
+        return {k: _handles(v) for k, v in value.items()}
+    return value
+
+
+def describe_args(args, kwargs) -> str:
+    """Short description of arguments: types and shapes, never whole (possibly hidden) inputs."""
+    parts = [_describe(a) for a in args] + [f"{k}={_describe(v)}" for k, v in kwargs.items()]
+    return ", ".join(parts)
+
+
+def _describe(value) -> str:
+    if isinstance(value, Remote):
+        return value._label
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 40 else repr(value[:37] + "...")
+    if isinstance(value, (bool, int, float)) or value is None:
+        return repr(value)
+    if isinstance(value, np.ndarray):
+        return f"array{tuple(value.shape)} {value.dtype}"
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"tensor{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}"
+    if isinstance(value, (list, tuple)):
+        if len(value) <= 4 and all(isinstance(v, (str, int, float)) for v in value):
+            return repr(value) if len(repr(value)) <= 60 else f"{type(value).__name__} of {len(value)}"
+        return f"{type(value).__name__} of {len(value)} items"
+    if isinstance(value, (set, dict)):
+        return f"{type(value).__name__} of {len(value)} items"
+    return type(value).__name__
+
+
+def _crash_message(failure: WorkerFailure, label: str, timeout: float) -> str:
+    if failure.kind == "timeout":
+        return (f"{label} did not finish within {timeout:g} s: an infinite loop, or far too slow "
+                "(look for a loop whose condition never changes, or work repeated inside a loop).")
+    if failure.kind == "died":
+        return f"{label} ended the student's process: {failure.detail}. Other questions are graded in a fresh process."
+    if failure.kind == "unavailable":
+        return f"{label} could not run: {failure.detail}"
+    return f"{label}: the student's process sent something unreadable ({failure.detail})."

@@ -1,0 +1,171 @@
+"""Grade one submission: read its graded cells, start its worker, run every check, collect results.
+
+Everything here runs in the trusted process. A check that fails, a student function that hangs
+or crashes, or even a bug in one check costs only that check's points.
+"""
+from __future__ import annotations
+
+import ast
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder import extract
+from autograder.assignments import Assignment
+from autograder.checks import Context, seed_everything, seed_for
+from autograder.errors import CheckFailed
+from autograder.remote import Student
+from autograder.sandbox import Limits, Sandbox, WorkerFailure
+
+OUTPUT_LIMIT = 4000  # characters of feedback per check
+
+
+@dataclass
+class CheckResult:
+    name: str
+    question: str
+    title: str
+    score: float
+    max_score: float
+    passed: bool
+    output: str
+    public: bool
+    extra: bool = False
+
+
+@dataclass
+class Report:
+    assignment: str
+    submission: str
+    device: str
+    results: list[CheckResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    execution_time: float = 0.0
+
+    @property
+    def score(self) -> float:
+        return sum(r.score for r in self.results)
+
+    @property
+    def max_score(self) -> float:
+        return sum(r.max_score for r in self.results if not r.extra)
+
+
+def resolve_device(device: str) -> str:
+    """'auto' means CUDA when present; asking for CUDA without it is the caller's error."""
+    if device == "cpu":
+        return "cpu"
+    import torch
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("--device cuda was given but no CUDA device is available (use --device cpu or auto)")
+    return device
+
+
+def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", public_only: bool = False,
+          questions: set[str] | None = None, limits: Limits | None = None) -> Report:
+    started = time.monotonic()
+    sub = extract.read_submission(path)
+    report = Report(assignment=assignment.id, submission=str(path), device=device, notes=list(sub.notes))
+    check_fns = [fn for fn in assignment.checks(public_only)
+                 if questions is None or fn.lmgrade_check.question in questions]
+    ref = None if public_only else assignment.reference()
+    fixtures = assignment.fixtures()
+    if sub.unreadable:
+        report.notes.insert(0, f"Nothing could be graded: {sub.unreadable}")
+        report.results = [_result(fn.lmgrade_check, False, sub.unreadable) for fn in check_fns]
+    else:
+        limits = limits or Limits(call_timeout=assignment.call_timeout)
+        with Sandbox([c.wire() for c in sub.cells], device=device, import_torch=assignment.uses_torch,
+                     limits=limits) as box:
+            student = Student(box, timeout=limits.call_timeout,
+                              explain_missing=lambda name: _explain_missing(name, sub, box),
+                              explain_name_error=lambda msg: _explain_name_error(msg, sub))
+            for fn in check_fns:
+                report.results.append(_run_check(fn, student, box, ref, fixtures, device, limits))
+            report.notes += _load_notes(sub, box)
+    report.execution_time = time.monotonic() - started
+    return report
+
+
+def _run_check(fn, student: Student, box: Sandbox, ref, fixtures, device: str, limits: Limits) -> CheckResult:
+    spec = fn.lmgrade_check
+    student._timeout = spec.timeout or limits.call_timeout
+    student.printed.clear()
+    seed = seed_for(spec.name)
+    seed_everything(seed)
+    try:
+        box.request({"op": "seed", "seed": seed}, [], limits.load_timeout)
+    except WorkerFailure:
+        pass  # the check's own call will report what is wrong with the worker
+    ctx = Context(student=student, ref=ref, spec=spec, device=device, fixtures=fixtures)
+    try:
+        fn(ctx)
+        passed, message = True, "Passed."
+    except CheckFailed as exc:
+        passed, message = False, str(exc)
+    except Exception as exc:  # noqa: BLE001 - a bug in one check must not sink the others
+        passed = False
+        message = (f"The grader could not finish this check ({type(exc).__name__}); this is not your fault. "
+                   "Please tell the course staff.")
+        print(f"[lmgrade] internal error in check {spec.name}:\n{traceback.format_exc()}")
+    if ctx.notes:
+        message += "\n" + "\n".join(ctx.notes)
+    if student.printed:
+        printed = "".join(student.printed)
+        message += f"\nYour code printed:\n{printed[:1000]}" + ("..." if len(printed) > 1000 else "")
+    return _result(spec, passed, message)
+
+
+def _result(spec, passed: bool, message: str) -> CheckResult:
+    if len(message) > OUTPUT_LIMIT:
+        message = message[:OUTPUT_LIMIT] + "\n... (feedback truncated)"
+    return CheckResult(name=spec.name, question=spec.question, title=spec.title,
+                       score=spec.points if passed else 0.0, max_score=spec.points, passed=passed,
+                       output=message, public=spec.public, extra=spec.extra)
+
+
+def _cell_names(cell: extract.Cell) -> set[str]:
+    return extract._top_level_names(ast.parse(cell.source))
+
+
+def _explain_missing(name: str, sub: extract.Submission, box: Sandbox) -> str:
+    for cell in sub.cells:
+        if name not in _cell_names(cell):
+            continue
+        if cell.index in box.skip:
+            return (f"`{name}` is in graded cell {cell.number}, which {_skip_reason(box.skip[cell.index])} "
+                    "while the grader loaded it, so the cell was skipped. Keep slow or process-ending code "
+                    "(training runs, input(), exit) out of graded cells.")
+        for err in box.cell_errors:
+            if err.get("index") == cell.index:
+                e = err.get("error", {})
+                return (f"`{name}` was never defined: graded cell {cell.number} raised {e.get('type')}: "
+                        f"{e.get('message')} before reaching it. Graded cells must only define things.")
+    return sub.explain_missing(name)
+
+
+def _skip_reason(kind: str) -> str:
+    return "ran past the time limit" if kind == "timeout" else f"ended the grader's process ({kind})"
+
+
+def _explain_name_error(message: str, sub: extract.Submission) -> str:
+    for name, number in sub.ungraded_names.items():
+        if f"'{name}'" in message:
+            return (f"`{name}` is defined in cell {number}, which is not graded; the grader only runs graded cells. "
+                    "Move it into a graded cell.")
+    return ""
+
+
+def _load_notes(sub: extract.Submission, box: Sandbox) -> list[str]:
+    notes = []
+    numbers = {c.index: c.number for c in sub.cells}
+    for index, kind in sorted(box.skip.items()):
+        notes.append(f"Graded cell {numbers.get(index, '?')} {_skip_reason(kind)} while loading and was skipped.")
+    for err in box.cell_errors:
+        e = err.get("error", {})
+        notes.append(f"Graded cell {numbers.get(err.get('index'), '?')} raised {e.get('type')}: "
+                     f"{str(e.get('message'))[:300]} while loading.")
+    return notes

@@ -1,0 +1,277 @@
+"""The untrusted side: a process that runs the student's graded cells and answers calls.
+
+Why a separate process: student code may loop forever, exhaust memory, exit, patch numpy or
+torch, or lie in `__eq__`. Here it can do all of that and the grader only ever receives plain
+data (see `wire.py`); scores are computed elsewhere. This module must not import anything that
+holds reference solutions or hidden checks.
+
+Run as `python -m autograder.worker READ_FD WRITE_FD` by `sandbox.py`.
+"""
+from __future__ import annotations
+
+import io
+import linecache
+import os
+import random
+import sys
+import traceback
+import types
+
+import numpy as np
+
+from autograder import wire
+
+CELL_PREFIX = "<graded cell "
+OUTPUT_LIMIT = 4000  # characters of student output kept per request
+
+
+class CappedWriter(io.TextIOBase):
+    """A stdout replacement that keeps the first few thousand characters and counts the rest."""
+
+    def __init__(self, limit: int = OUTPUT_LIMIT):
+        self.limit = limit
+        self.parts: list[str] = []
+        self.kept = 0
+        self.dropped = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text) -> int:
+        text = str(text)
+        room = self.limit - self.kept
+        if room > 0:
+            self.parts.append(text[:room])
+            self.kept += min(room, len(text))
+        self.dropped += max(0, len(text) - max(room, 0))
+        return len(text)
+
+    def take(self) -> str:
+        out = "".join(self.parts)
+        if self.dropped:
+            out += f"\n... ({self.dropped} more characters of output not shown)"
+        self.parts, self.kept, self.dropped = [], 0, 0
+        return out
+
+
+class Worker:
+    def __init__(self, rfd: int = -1, wfd: int = -1, module: types.ModuleType | None = None):
+        self.rfd, self.wfd = rfd, wfd
+        self.module = module or types.ModuleType("submission")
+        self.objects: dict[int, object] = {}
+        self.next_id = 1
+        self.device = "cpu"
+        self.out = CappedWriter()
+
+    # ---- framing -------------------------------------------------------------------------
+    def read_exact(self, n: int) -> bytes:
+        chunks, left = [], n
+        while left:
+            chunk = os.read(self.rfd, min(left, 1 << 20))
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def receive(self) -> tuple[dict, list]:
+        n_json, n_npz = wire.header_lengths(self.read_exact(wire.HEADER_SIZE))
+        return wire.unpack(self.read_exact(n_json), self.read_exact(n_npz))
+
+    def reply(self, message: dict, value=None, has_value: bool = False) -> tuple[dict, list]:
+        arrays: list = []
+        if has_value:
+            try:
+                message["value"] = wire.encode(value, arrays, make_handle=self.make_handle)
+            except (wire.WireError, RecursionError) as exc:
+                arrays = []
+                message = {"event": "error", "error": {
+                    "type": "UnreadableResult", "message": str(exc), "traceback": ""}}
+        message["output"] = self.out.take()
+        return message, arrays
+
+    def send(self, message: dict, arrays: list) -> None:
+        data = wire.pack(message, arrays)
+        view = memoryview(data)
+        while view:
+            written = os.write(self.wfd, view)
+            view = view[written:]
+
+    # ---- objects -------------------------------------------------------------------------
+    def make_handle(self, obj) -> wire.Handle:
+        handle_id = self.next_id
+        self.next_id += 1
+        self.objects[handle_id] = obj
+        return wire.Handle(handle_id, type(obj).__name__)
+
+    def resolve(self, handle: wire.Handle):
+        if handle.id not in self.objects:
+            raise LookupError("an object from an earlier step is no longer available")
+        return self.objects[handle.id]
+
+    def decode(self, tree, arrays):
+        value = wire.decode(tree, arrays, resolve_handle=self.resolve)
+        return self.place_tensors(value)
+
+    def place_tensors(self, value):
+        """Tensors arrive on the CPU; move them to the grading device with their dtype."""
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return value
+        if isinstance(value, torch.Tensor):
+            t = value.to(self.device)
+            return t.requires_grad_(True) if getattr(value, "lmgrade_requires_grad", False) else t
+        if type(value) is list:
+            return [self.place_tensors(v) for v in value]
+        if type(value) is tuple:
+            return tuple(self.place_tensors(v) for v in value)
+        if type(value) is dict:
+            return {k: self.place_tensors(v) for k, v in value.items()}
+        return value
+
+    def target(self, spec: dict):
+        """The callable or object a request names: a module-level name, or a handle."""
+        if "handle" in spec:
+            obj = self.resolve(wire.Handle(spec["handle"]))
+        else:
+            name = spec["name"]
+            if not hasattr(self.module, name):
+                raise _Missing(name)
+            obj = getattr(self.module, name)
+        for attr in spec.get("attrs", []):
+            obj = getattr(obj, attr)
+        return obj
+
+    # ---- operations ----------------------------------------------------------------------
+    def op_load(self, msg, arrays):
+        self.device = msg.get("device", "cpu")
+        skip = set(msg.get("skip", []))
+        if msg.get("import_torch"):
+            import torch  # noqa: F401 - imported before student code so seeding and devices work
+        errors = []
+        ns = self.module.__dict__
+        ns["__name__"] = "submission"
+        sys.modules["submission"] = self.module
+        for cell in msg["cells"]:
+            if cell["index"] in skip:
+                continue
+            filename = f"{CELL_PREFIX}{cell['number']}>"
+            linecache.cache[filename] = (len(cell["source"]), None, cell["source"].splitlines(True), filename)
+            self.send({"event": "progress", "cell": cell["index"]}, [])
+            try:
+                exec(compile(cell["source"], filename, "exec"), ns)  # noqa: S102 - this is the sandbox
+            except BaseException as exc:  # noqa: BLE001 - SystemExit etc. must not end the worker
+                errors.append({"index": cell["index"], "error": describe(exc)})
+        names = sorted(k for k in ns if not k.startswith("__"))
+        return {"defined": names, "cell_errors": errors}
+
+    def op_seed(self, msg, arrays):
+        seed = int(msg["seed"])
+        random.seed(seed)
+        np.random.seed(seed % (1 << 32))
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.manual_seed(seed)
+            if self.device.startswith("cuda"):
+                torch.backends.cuda.matmul.allow_tf32 = False
+                torch.backends.cudnn.allow_tf32 = False
+        return None
+
+    def op_call(self, msg, arrays):
+        fn = self.target(msg["target"])
+        if msg.get("map"):
+            calls = self.decode(msg["args"], arrays)
+            return [fn(*args) for args in calls]
+        args = self.decode(msg.get("args", []), arrays)
+        kwargs = self.decode(msg.get("kwargs", {"__dict__": []}), arrays)
+        return fn(*args, **kwargs)
+
+    def op_getattr(self, msg, arrays):
+        return self.target(msg["target"])
+
+    def op_put(self, msg, arrays):
+        return self.make_handle(self.decode(msg["value"], arrays))
+
+    def op_release(self, msg, arrays):
+        for handle_id in msg.get("handles", []):
+            self.objects.pop(handle_id, None)
+        return None
+
+    def op_vjp(self, msg, arrays):
+        """Output and vector-Jacobian products of a student's torch function, for gradient checks.
+
+        The grader compares these with the reference's autograd in float64; nothing here decides.
+        """
+        import torch
+        fn = self.target(msg["target"])
+        args = list(self.decode(msg["args"], arrays))
+        wrt = msg.get("wrt", [])
+        for i in wrt:
+            args[i] = args[i].detach().clone().requires_grad_(True)
+        out = fn(*args)
+        if isinstance(out, (tuple, list)):
+            out = out[msg.get("output_index", 0)]
+        cotangent = self.decode(msg["cotangent"], arrays)
+        params = []
+        if isinstance(fn, torch.nn.Module):
+            params = [(n, p) for n, p in fn.named_parameters() if p.requires_grad]
+        inputs = [args[i] for i in wrt] + [p for _, p in params]
+        grads = torch.autograd.grad((out * cotangent.to(out.dtype)).sum(), inputs, allow_unused=True)
+        grads = [torch.zeros_like(x) if g is None else g for x, g in zip(inputs, grads)]
+        return {"output": out, "input_grads": grads[:len(wrt)],
+                "param_grads": {n: g for (n, _), g in zip(params, grads[len(wrt):])}}
+
+    def handle(self, msg: dict, arrays: list) -> tuple[dict, list]:
+        """Answer one request with a reply message and its arrays."""
+        ops = {"load": self.op_load, "seed": self.op_seed, "call": self.op_call,
+               "getattr": self.op_getattr, "put": self.op_put, "release": self.op_release,
+               "vjp": self.op_vjp}
+        op = ops.get(msg.get("op"))
+        try:
+            if op is None:
+                raise ValueError(f"unknown request {msg.get('op')!r}")
+            value = op(msg, arrays)
+        except _Missing as exc:
+            return self.reply({"event": "missing", "name": exc.args[0]})
+        except BaseException as exc:  # noqa: BLE001 - report everything, including SystemExit
+            return self.reply({"event": "error", "error": describe(exc)})
+        return self.reply({"event": "done"}, value, has_value=True)
+
+    def serve(self) -> None:
+        while True:
+            try:
+                msg, arrays = self.receive()
+            except EOFError:
+                return
+            self.send(*self.handle(msg, arrays))
+
+
+class _Missing(Exception):
+    """The submission does not define a name the grader asked for."""
+
+
+def describe(exc: BaseException) -> dict:
+    """Exception type, message and the student's own frames only (no grader internals)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(CELL_PREFIX)]
+    lines = [f'  {f.filename.strip("<>")}, line {f.lineno}, in {f.name}\n    {(f.line or "").strip()}'
+             for f in frames[-6:]]
+    try:
+        message = str(exc)
+    except BaseException:  # noqa: BLE001 - a hostile __str__
+        message = "(the exception's message could not be printed)"
+    return {"type": type(exc).__name__, "message": message[:2000], "traceback": "\n".join(lines)}
+
+
+def main(argv: list[str]) -> None:
+    rfd, wfd = int(argv[1]), int(argv[2])
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):  # C-level writes and os.write(1, ...) go nowhere
+        os.dup2(devnull, fd)
+    worker = Worker(rfd, wfd)
+    sys.stdout = sys.stderr = worker.out
+    sys.stdin = io.StringIO("")
+    worker.serve()
+
+
+if __name__ == "__main__":
+    main(sys.argv)
