@@ -71,6 +71,7 @@ class Context:
     fixtures: dict | None = None  # public-check expected values, by key
     recording: dict | None = None  # when building fixtures, expected values are written here
     notes: list[str] = field(default_factory=list)
+    cache_tag: str | None = None  # names the reference version; cached reference results use it
 
     def __post_init__(self) -> None:
         self.seed = seed_for(self.spec.name)
@@ -87,6 +88,29 @@ class Context:
                 raise RuntimeError(f"fixture {full_key} is missing: run `lmgrade build`")
             return self.fixtures[full_key]
         return compute(self.ref)
+
+    def cached(self, key: str, compute):
+        """A JSON-able reference result (a perplexity threshold, say), computed once per reference version.
+
+        Why: running the reference's full training for every submission would double grading time.
+        """
+        if self.cache_tag is None:
+            return compute()
+        import json
+        import os
+        import tempfile
+
+        from autograder.data.shakespeare import cache_dir
+        path = cache_dir() / "reference" / f"{self.cache_tag}-{key}.json"
+        if path.exists():
+            return json.loads(path.read_text())
+        value = compute()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(value, f)
+        os.replace(tmp, path)
+        return value
 
     def note(self, text: str) -> None:
         """A line shown with the check's result whether it passes or fails (a measured figure, say)."""

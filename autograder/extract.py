@@ -155,9 +155,9 @@ def _collect(cells, sub: Submission) -> None:
                 sub.broken[name] = f"`{name}` is in {why}"
             continue
         names = _top_level_names(tree)
-        for name in names & set(seen):
+        for name in _defined_names(tree) & set(seen):
             sub.notes.append(f"`{name}` is defined in graded cells {seen[name]} and {number}; the later one is graded.")
-        seen.update(dict.fromkeys(names, number))
+        seen.update(dict.fromkeys(_defined_names(tree), number))
         sub.graded_names |= names
         sub.cells.append(Cell(index=index, number=number, source=source))
     if not sub.cells and not sub.broken:
@@ -190,6 +190,11 @@ def _top_level_names(tree: ast.Module) -> set[str]:
             for t in targets:
                 names |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
     return names
+
+
+def _defined_names(tree: ast.Module) -> set[str]:
+    """Functions and classes: what the grader looks up by name (re-imports are harmless)."""
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
 
 
 def _all_bound_names(tree: ast.Module) -> set[str]:

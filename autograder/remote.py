@@ -72,10 +72,14 @@ class Student:
         """Send data once and keep it in the worker, to pass to many calls without resending."""
         return self._request({"op": "put"}, {"value": value}, f"sending {label}")
 
+    def support(self, name: str, *args) -> "Remote":
+        """One of the grader's helper objects (autograder/support.py), created in the student's process."""
+        return self._request({"op": "support", "name": name}, {"args": list(args)}, f"creating {name}")
+
     def _request(self, message: dict, payload: dict, label: str, timeout: float | None = None):
         arrays: list = []
         for key, value in payload.items():
-            message[key] = wire.encode(_handles(value), arrays)
+            message[key] = wire.encode(value, arrays, make_handle=_handle_of)
         try:
             reply, reply_arrays = self._channel.request(message, arrays, timeout or self._timeout)
         except WorkerFailure as failure:
@@ -140,19 +144,11 @@ class Remote:
         return f"<student's {self._label}>"
 
 
-def _handles(value):
-    """Replace Remote objects inside arguments by their handles."""
-    if isinstance(value, Remote):
-        if "handle" not in value._target or value._target.get("attrs"):
-            raise TypeError("only objects returned by the student's code can be passed back to it")
+def _handle_of(value) -> wire.Handle:
+    """Objects the student's code returned can be passed back to it; nothing else that is not data."""
+    if isinstance(value, Remote) and "handle" in value._target and not value._target.get("attrs"):
         return wire.Handle(value._target["handle"])
-    if type(value) is list:
-        return [_handles(v) for v in value]
-    if type(value) is tuple:
-        return tuple(_handles(v) for v in value)
-    if type(value) is dict:
-        return {k: _handles(v) for k, v in value.items()}
-    return value
+    raise wire.WireError(f"a value of type {type(value).__name__} cannot be sent to the student's code")
 
 
 def describe_args(args, kwargs) -> str:

@@ -6,6 +6,7 @@ or crashes, or even a bug in one check costs only that check's points.
 from __future__ import annotations
 
 import ast
+import hashlib
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -73,6 +74,7 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
                  if questions is None or fn.lmgrade_check.question in questions]
     ref = None if public_only else assignment.reference()
     fixtures = assignment.fixtures()
+    cache_tag = _cache_tag(assignment) if ref is not None else None
     if sub.unreadable:
         report.notes.insert(0, f"Nothing could be graded: {sub.unreadable}")
         report.results = [_result(fn.lmgrade_check, False, sub.unreadable) for fn in check_fns]
@@ -84,13 +86,23 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
                               explain_missing=lambda name: _explain_missing(name, sub, box),
                               explain_name_error=lambda msg: _explain_name_error(msg, sub))
             for fn in check_fns:
-                report.results.append(_run_check(fn, student, box, ref, fixtures, device, limits))
+                report.results.append(_run_check(fn, student, box, ref, fixtures, device, limits, cache_tag))
             report.notes += _load_notes(sub, box)
     report.execution_time = time.monotonic() - started
     return report
 
 
-def _run_check(fn, student: Student, box: Sandbox, ref, fixtures, device: str, limits: Limits) -> CheckResult:
+def _cache_tag(assignment: Assignment) -> str:
+    from autograder.data import shakespeare
+    digest = hashlib.sha256(assignment.reference_path.read_bytes())
+    hidden = assignment.dir / "hidden_checks.py"
+    digest.update(hidden.read_bytes() if hidden.exists() else b"")
+    digest.update(shakespeare.version().encode())
+    return f"{assignment.id}-{digest.hexdigest()[:16]}"
+
+
+def _run_check(fn, student: Student, box: Sandbox, ref, fixtures, device: str, limits: Limits,
+               cache_tag: str | None) -> CheckResult:
     spec = fn.lmgrade_check
     student._timeout = spec.timeout or limits.call_timeout
     student.printed.clear()
@@ -100,7 +112,7 @@ def _run_check(fn, student: Student, box: Sandbox, ref, fixtures, device: str, l
         box.request({"op": "seed", "seed": seed}, [], limits.load_timeout)
     except WorkerFailure:
         pass  # the check's own call will report what is wrong with the worker
-    ctx = Context(student=student, ref=ref, spec=spec, device=device, fixtures=fixtures)
+    ctx = Context(student=student, ref=ref, spec=spec, device=device, fixtures=fixtures, cache_tag=cache_tag)
     try:
         fn(ctx)
         passed, message = True, "Passed."

@@ -19,6 +19,9 @@ MAX_MESSAGE_BYTES = 1 << 30  # 1 GiB: larger replies are treated as a broken wor
 _HEADER = struct.Struct(">QQ")  # (json bytes, npz bytes)
 
 
+_PLAIN = (str, int, bool, type(None))  # JSON-native as they are (floats may be NaN: not here)
+
+
 class WireError(ValueError):
     """A value that cannot cross the process boundary, or a malformed message."""
 
@@ -70,6 +73,8 @@ def encode(value, arrays: list, *, make_handle=None, depth: int = 0):
         return {"__tensor__": len(arrays) - 1, "dtype": dtype, "device": str(tensor.device),
                 "requires_grad": bool(tensor.requires_grad)}
     if type(value) is list:
+        if all(type(v) in _PLAIN for v in value):  # fast path: token lists, counts
+            return list(value)
         return [encode(v, arrays, make_handle=make_handle, depth=depth + 1) for v in value]
     if type(value) is tuple:
         return {"__tuple__": [encode(v, arrays, make_handle=make_handle, depth=depth + 1) for v in value]}
@@ -109,6 +114,8 @@ def decode(tree, arrays: list, *, resolve_handle=None, depth: int = 0):
     if tree is None or type(tree) in (bool, int, float, str):
         return tree
     if type(tree) is list:
+        if all(type(v) in _PLAIN for v in tree):
+            return list(tree)
         return [decode(v, arrays, resolve_handle=resolve_handle, depth=depth + 1) for v in tree]
     if type(tree) is not dict or len(tree) == 0:
         raise WireError("malformed value")

@@ -189,6 +189,12 @@ class Worker:
     def op_getattr(self, msg, arrays):
         return self.target(msg["target"])
 
+    def op_support(self, msg, arrays):
+        """Create one of the grader's plain helper objects (see support.py) inside this process."""
+        from autograder import support
+        cls = support.CLASSES[msg["name"]]
+        return self.make_handle(cls(*self.decode(msg["args"], arrays)))
+
     def op_put(self, msg, arrays):
         return self.make_handle(self.decode(msg["value"], arrays))
 
@@ -224,7 +230,7 @@ class Worker:
     def handle(self, msg: dict, arrays: list) -> tuple[dict, list]:
         """Answer one request with a reply message and its arrays."""
         ops = {"load": self.op_load, "seed": self.op_seed, "call": self.op_call,
-               "getattr": self.op_getattr, "put": self.op_put, "release": self.op_release,
+               "getattr": self.op_getattr, "put": self.op_put, "support": self.op_support, "release": self.op_release,
                "vjp": self.op_vjp}
         op = ops.get(msg.get("op"))
         try:
