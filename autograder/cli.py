@@ -116,8 +116,10 @@ def _selfcheck(args) -> int:
                 report = runner.grade(path, assignment, device="cpu")
                 print(results.format_table(report, assignment.questions, details=False))
                 rows.append((assignment.id, label, report.score, report.max_score, report.execution_time))
-                expected = report.max_score if label == "staff solution" else 0.0
-                ok &= abs(report.score - expected) < 1e-9
+                if label == "staff solution":  # every check passes, extra credit included
+                    ok &= all(r.passed for r in report.results)
+                else:
+                    ok &= report.score == 0
     print("\nassignment   notebook         score        time")
     for assignment_id, label, score, max_score, seconds in rows:
         print(f"{assignment_id:<12} {label:<15} {score:>6g}/{max_score:<6g} {seconds:6.1f} s")

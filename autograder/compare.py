@@ -32,8 +32,15 @@ def as_array(value) -> tuple[np.ndarray, str]:
         return np.asarray(value), value.dtype.name
     if isinstance(value, bool) or not isinstance(value, (int, float, list, tuple)):
         raise CheckFailed(f"expected a number or an array, got {type(value).__name__}")
-    arr = np.asarray(value, dtype=np.float64)
-    return arr, "float64" if arr.dtype.kind == "f" else arr.dtype.name
+    try:
+        arr = np.asarray(value)  # a list of float32 scalars stays float32 and gets float32 tolerances
+    except ValueError:
+        raise CheckFailed("expected a rectangular array of numbers, got a ragged list") from None
+    if arr.dtype.kind not in "fiub":
+        raise CheckFailed(f"expected numbers, got values of type {arr.dtype}")
+    if arr.dtype.kind != "f":
+        arr = arr.astype(np.float64)
+    return arr, arr.dtype.name
 
 
 def assert_shape(got, shape: tuple, what: str) -> None:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import io
 import json
 import re
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,9 +120,14 @@ def _strip_magics(source: str, number: int, notes: list[str]) -> str:
     if source.lstrip().startswith("%%"):
         notes.append(f"Cell {number}: a cell magic (%%) is ignored by the grader; the cell was skipped.")
         return ""
+    try:
+        ast.parse(source)
+        return source  # valid Python has no magics (a line starting with % may continue an expression)
+    except (SyntaxError, ValueError):
+        pass
     kept, dropped = [], 0
     for line in source.splitlines(keepends=True):
-        if re.match(r"^\s*[%!]", line):
+        if re.match(r"^\s*[%!]", line) and _starts_statement("".join(kept)):
             dropped += 1
             kept.append("\n")  # keep line numbers stable for tracebacks
         else:
@@ -128,6 +135,18 @@ def _strip_magics(source: str, number: int, notes: list[str]) -> str:
     if dropped:
         notes.append(f"Cell {number}: {dropped} line(s) with IPython magics or shell commands (% or !) are ignored by the grader.")
     return "".join(kept)
+
+
+def _starts_statement(before: str) -> bool:
+    """False when the next line continues a bracket, a backslash line or a string (as IPython decides)."""
+    try:
+        for _ in tokenize.generate_tokens(io.StringIO(before).readline):
+            pass
+    except tokenize.TokenError:  # EOF inside a multi-line statement or string
+        return False
+    except (SyntaxError, ValueError):  # e.g. a bad dedent: not a continuation
+        return True
+    return True
 
 
 def _collect(cells, sub: Submission) -> None:
@@ -148,11 +167,11 @@ def _collect(cells, sub: Submission) -> None:
             tree = ast.parse(source)
         except (SyntaxError, ValueError) as exc:
             line = getattr(exc, "lineno", None)
-            why = (f"graded cell {number} has a syntax error"
-                   + (f" at line {line}" if line else "") + f": {getattr(exc, 'msg', exc)}. Fix it and run the cell again.")
-            sub.notes.append(why[0].upper() + why[1:])
+            why = ("has a syntax error" + (f" at line {line}" if line else "")
+                   + f": {getattr(exc, 'msg', exc)}. Fix it and run the cell again.")
+            sub.notes.append(f"Graded cell {number} {why}")
             for name in _DEF.findall(source):
-                sub.broken[name] = f"`{name}` is in {why}"
+                sub.broken[name] = f"`{name}` is in graded cell {number}, which {why}"
             continue
         names = _top_level_names(tree)
         for name in _defined_names(tree) & set(seen):

@@ -73,7 +73,7 @@ class Student:
         return self._request({"op": "put"}, {"value": value}, f"sending {label}")
 
     def support(self, name: str, *args) -> "Remote":
-        """One of the grader's helper objects (autograder/support.py), created in the student's process."""
+        """A helper object or data set (autograder/support.py), made in the student's process."""
         return self._request({"op": "support", "name": name}, {"args": list(args)}, f"creating {name}")
 
     def _request(self, message: dict, payload: dict, label: str, timeout: float | None = None):

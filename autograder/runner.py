@@ -160,7 +160,7 @@ def _explain_missing(name: str, sub: extract.Submission, box: Sandbox) -> str:
 
 
 def _skip_reason(kind: str) -> str:
-    return "ran past the time limit" if kind == "timeout" else f"ended the grader's process ({kind})"
+    return "ran past the time limit" if kind == "timeout" else f"ended the process that runs your code ({kind})"
 
 
 def _explain_name_error(message: str, sub: extract.Submission) -> str:

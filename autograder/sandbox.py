@@ -132,7 +132,7 @@ class Sandbox:
             current: list[int | None] = [None]
             cells = [c for c in self.cells if c["index"] not in self.skip]
             try:
-                reply, _ = self._exchange(
+                reply, reply_arrays = self._exchange(
                     {"op": "load", "cells": cells, "device": self.device, "import_torch": self.import_torch},
                     [], self.limits.load_timeout + (3 if self.import_torch else 0), current)
             except WorkerFailure as failure:
@@ -141,9 +141,15 @@ class Sandbox:
                     raise WorkerFailure("unavailable", f"the worker process could not start ({failure.detail})")
                 self.skip[current[0]] = failure.kind if failure.kind != "died" else failure.detail
                 continue
-            value = reply.get("value") if type(reply.get("value")) is dict else {}
-            self.cell_errors = value.get("cell_errors", []) if reply.get("event") == "done" else []
-            self.defined = value.get("defined", [])
+            try:  # the value is a wire tree like any reply; the worker may be hostile, so check its shape
+                value = wire.decode(reply.get("value"), reply_arrays) if reply.get("event") == "done" else {}
+            except wire.WireError:
+                value = {}
+            value = value if type(value) is dict else {}
+            errors, defined = value.get("cell_errors"), value.get("defined")
+            self.cell_errors = [e for e in errors if type(e) is dict and type(e.get("error")) is dict] \
+                if type(errors) is list else []
+            self.defined = [n for n in defined if type(n) is str] if type(defined) is list else []
 
     # ---- requests ------------------------------------------------------------------------
     def request(self, message: dict, arrays: list, timeout: float) -> tuple[dict, list]:
@@ -199,8 +205,10 @@ class Sandbox:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise WorkerFailure("timeout")
-            ready, _, _ = select.select([self.rfd], [], [], remaining)
+            ready, _, _ = select.select([self.rfd], [], [], min(remaining, 0.5))
             if not ready:
+                if self.proc.poll() is not None:  # dead, but children it forked keep the pipe open
+                    raise WorkerFailure("died", self._death())
                 continue
             chunk = os.read(self.rfd, min(left, 1 << 20))
             if not chunk:

@@ -38,4 +38,12 @@ class TableLM:
         return math.log(p) if p > 0 else -math.inf
 
 
-CLASSES = {"TableLM": TableLM}
+def random_sentences(seed: int, n_sentences: int, length: int, vocab_size: int) -> list[list[str]]:
+    """Made where it is used: big inputs (a million tokens) need not cross the process boundary."""
+    import random
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(vocab_size)]
+    return [rng.choices(words, k=length) for _ in range(n_sentences)]
+
+
+FACTORIES = {"TableLM": TableLM, "random_sentences": random_sentences}

@@ -78,8 +78,8 @@ def encode(value, arrays: list, *, make_handle=None, depth: int = 0):
         return [encode(v, arrays, make_handle=make_handle, depth=depth + 1) for v in value]
     if type(value) is tuple:
         return {"__tuple__": [encode(v, arrays, make_handle=make_handle, depth=depth + 1) for v in value]}
-    if type(value) in (set, frozenset):
-        return {"__set__": [encode(v, arrays, make_handle=make_handle, depth=depth + 1) for v in value]}
+    if type(value) in (set, frozenset):  # sorted: set order varies with hash seeds, fixtures must not
+        return {"__set__": [encode(v, arrays, make_handle=make_handle, depth=depth + 1) for v in sorted(value, key=repr)]}
     if isinstance(value, dict) and _plain_dict(value):
         return {"__dict__": [[encode(k, arrays, make_handle=make_handle, depth=depth + 1),
                               encode(v, arrays, make_handle=make_handle, depth=depth + 1)]
@@ -120,6 +120,8 @@ def decode(tree, arrays: list, *, resolve_handle=None, depth: int = 0):
     if type(tree) is not dict or len(tree) == 0:
         raise WireError("malformed value")
     if "__float__" in tree:
+        if tree["__float__"] not in ("nan", "inf", "-inf"):  # what encode writes; anything else is forged
+            raise WireError("malformed number")
         return float(tree["__float__"])
     if "__array__" in tree:
         arr = _array_at(arrays, tree["__array__"])
@@ -127,19 +129,25 @@ def decode(tree, arrays: list, *, resolve_handle=None, depth: int = 0):
     if "__tensor__" in tree:
         import torch
         arr = _array_at(arrays, tree["__tensor__"])
-        t = torch.from_numpy(np.array(arr, copy=True))
+        try:
+            t = torch.from_numpy(np.array(arr, copy=True))
+        except TypeError:  # e.g. a string array sent as a tensor
+            raise WireError("malformed tensor") from None
         if tree.get("dtype") == "bfloat16":
             t = t.to(torch.bfloat16)
         t.lmgrade_device = str(tree.get("device", "cpu"))  # where the student's tensor lived
         t.lmgrade_requires_grad = bool(tree.get("requires_grad", False))
         return t
     if "__tuple__" in tree:
-        return tuple(decode(v, arrays, resolve_handle=resolve_handle, depth=depth + 1) for v in tree["__tuple__"])
+        return tuple(decode(v, arrays, resolve_handle=resolve_handle, depth=depth + 1) for v in _items(tree, "__tuple__"))
     if "__set__" in tree:
-        return set(decode(v, arrays, resolve_handle=resolve_handle, depth=depth + 1) for v in tree["__set__"])
+        try:
+            return set(decode(v, arrays, resolve_handle=resolve_handle, depth=depth + 1) for v in _items(tree, "__set__"))
+        except TypeError:
+            raise WireError("set with an unhashable element") from None
     if "__dict__" in tree:
         out = {}
-        for pair in tree["__dict__"]:
+        for pair in _items(tree, "__dict__"):
             if type(pair) is not list or len(pair) != 2:
                 raise WireError("malformed mapping")
             key = decode(pair[0], arrays, resolve_handle=resolve_handle, depth=depth + 1)
@@ -150,9 +158,17 @@ def decode(tree, arrays: list, *, resolve_handle=None, depth: int = 0):
             out[key] = decode(pair[1], arrays, resolve_handle=resolve_handle, depth=depth + 1)
         return out
     if "__handle__" in tree:
+        if type(tree["__handle__"]) is not int:
+            raise WireError("malformed handle")
         handle = Handle(tree["__handle__"], tree.get("type", "object"))
         return resolve_handle(handle) if resolve_handle else handle
     raise WireError("malformed value")
+
+
+def _items(tree: dict, key: str) -> list:
+    if type(tree[key]) is not list:
+        raise WireError("malformed value")
+    return tree[key]
 
 
 def _array_at(arrays, index):
@@ -186,15 +202,20 @@ def unpack(body: bytes, blob: bytes) -> tuple[dict, list]:
     """Parse JSON and arrays; never unpickles."""
     try:
         message = json.loads(body.decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, huge ints, absurd nesting
         raise WireError(f"malformed message: {exc}") from None
     arrays = []
     if blob:
         try:
             with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
+                # declared sizes bound what decompression can produce: no zip bombs
+                if sum(info.file_size for info in npz.zip.infolist()) > MAX_MESSAGE_BYTES:
+                    raise WireError("arrays too large")
                 arrays = [npz[f"arr_{i}"] for i in range(len(npz.files))]
         except Exception as exc:  # noqa: BLE001 - any parse failure means a broken message
             raise WireError(f"malformed arrays: {exc}") from None
+        if any(type(a) is not np.ndarray for a in arrays):  # np.load gives raw bytes for a non-.npy member
+            raise WireError("malformed arrays: a member is not an array")
     if type(message) is not dict:
         raise WireError("malformed message")
     return message, arrays

@@ -83,15 +83,21 @@ class Worker:
         if has_value:
             try:
                 message["value"] = wire.encode(value, arrays, make_handle=self.make_handle)
-            except (wire.WireError, RecursionError) as exc:
+            except BaseException as exc:  # noqa: BLE001 - also a hostile __int__ or __torch_function__
                 arrays = []
+                err = describe(exc)
+                text = err["message"] if isinstance(exc, wire.WireError) else f"{err['type']}: {err['message']}"
                 message = {"event": "error", "error": {
-                    "type": "UnreadableResult", "message": str(exc), "traceback": ""}}
+                    "type": "UnreadableResult", "message": text, "traceback": err["traceback"]}}
         message["output"] = self.out.take()
         return message, arrays
 
     def send(self, message: dict, arrays: list) -> None:
-        data = wire.pack(message, arrays)
+        try:
+            data = wire.pack(message, arrays)
+        except (ValueError, TypeError, RecursionError) as exc:  # e.g. an int too long for JSON
+            data = wire.pack({"event": "error", "output": str(message.get("output", "")), "error": {
+                "type": "UnreadableResult", "message": str(exc)[:2000], "traceback": ""}}, [])
         view = memoryview(data)
         while view:
             written = os.write(self.wfd, view)
@@ -192,8 +198,8 @@ class Worker:
     def op_support(self, msg, arrays):
         """Create one of the grader's plain helper objects (see support.py) inside this process."""
         from autograder import support
-        cls = support.CLASSES[msg["name"]]
-        return self.make_handle(cls(*self.decode(msg["args"], arrays)))
+        factory = support.FACTORIES[msg["name"]]
+        return self.make_handle(factory(*self.decode(msg["args"], arrays)))
 
     def op_put(self, msg, arrays):
         return self.make_handle(self.decode(msg["value"], arrays))

@@ -2,7 +2,6 @@
 
 
 import re
-from collections import Counter
 
 
 def tokenize(line: str) -> list[str]:
@@ -297,11 +296,11 @@ def build_model(train: list[list[str]], validation: list[list[str]]):
             scores[k] = perplexity(lm, validation)
         lm.k = min(scores, key=scores.get)
         models.append(lm)
-    # all positive weights in steps of 0.1 (36 candidates); every 4th validation
-    # sentence is plenty to choose three weights and makes this 4x faster
+    # all positive weights in steps of 0.1 (36 candidates), scored on every 10th
+    # validation sentence: plenty to choose three weights, and 10x faster
     candidates = [[a / 10, b / 10, (10 - a - b) / 10]
                   for a in range(1, 9) for b in range(1, 10 - a)]
-    lambdas = tune_lambdas(models, validation[::4], candidates)
+    lambdas = tune_lambdas(models, validation[::10], candidates)
     return InterpolatedLM(models, lambdas)
 
 

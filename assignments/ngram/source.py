@@ -759,16 +759,17 @@ print("bigram MLE perplexity:", perplexity(NGramLM(2, vocab).fit(train), valid))
 
 results = {}  # name -> validation perplexity
 tuned = {}    # order n -> NGramLM with its best k
+k_grid = (0.001, 0.01, 0.1, 1.0)
 for n, name in [(1, "unigram"), (2, "bigram"), (3, "trigram")]:
-    lm = NGramLM(n, vocab).fit(train)
-    scores = {}
-    for k in (0.001, 0.01, 0.1, 1.0):
-        lm.k = k
-        scores[k] = perplexity(lm, valid)
-        print(f"{name:8s} k={k:<6} perplexity {scores[k]:8.1f}")
-    lm.k = min(scores, key=scores.get)
-    tuned[n] = lm
-    results[f"{name} (add-k)"] = scores[lm.k]
+    fitted = NGramLM(n, vocab).fit(train)  # counts once; k only changes prob()
+    by_k = {}
+    for k in k_grid:
+        fitted.k = k
+        by_k[k] = perplexity(fitted, valid)
+        print(f"{name:8s} k={k:<6} perplexity {by_k[k]:8.1f}")
+    fitted.k = min(by_k, key=by_k.get)
+    tuned[n] = fitted
+    results[f"{name} (add-k)"] = by_k[fitted.k]
 
 # %% [markdown]
 # Notice that the best add-k trigram is *worse* than the add-k bigram: most trigrams in the
@@ -807,7 +808,8 @@ bars = ax.bar(names, [results[name] for name in names], color="tab:blue")
 ax.bar_label(bars, fmt="%.0f")
 ax.set_ylabel("validation perplexity")
 ax.set_title("Lower is better")
-ax.tick_params(axis="x", labelrotation=30)
+ax.margins(y=0.15)
+plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
 fig.tight_layout()
 plt.show()
 
