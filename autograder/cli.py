@@ -87,6 +87,9 @@ def _grade(args) -> int:
     device = runner.resolve_device(args.device)
     if args.json and len(args.submissions) != 1:
         raise ValueError("--json writes one results file: give exactly one submission")
+    missing = [str(p) for p in args.submissions if not p.is_file()]
+    if missing:
+        raise ValueError(f"no such submission file: {', '.join(missing)}")
     for path in args.submissions:
         try:
             report = runner.grade(path, assignment, device=device,

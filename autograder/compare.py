@@ -77,7 +77,7 @@ def assert_close(got, expected, what: str, *, rtol: float | None = None, atol: f
     with np.errstate(invalid="ignore"):
         same_inf = np.isinf(e64) & (g64 == e64)
         err = np.where(np.isnan(e64) | same_inf, 0.0, np.abs(g64 - e64))
-        allowed = atol + rtol * np.abs(np.where(np.isinf(e64), 0, e64))
+        allowed = atol + rtol * np.abs(np.where(np.isfinite(e64), e64, 0))
         bad = ~(err <= allowed)
     if bad.any():
         worst = _index(np.argmax(np.where(bad, err - allowed, -np.inf)), g.shape)

@@ -94,8 +94,8 @@ class Student:
             text = f"{label} raised {err.get('type', 'an error')}: {err.get('message', '')}"
             if err.get("type") == "UnreadableResult":
                 text = f"{label} returned a value the grader cannot read: {err.get('message', '')}"
-            if err.get("type") == "NotImplementedError":
-                text = f"{label} is not implemented yet (it raised NotImplementedError: {err.get('message', '')})"
+            if err.get("type") == "NotImplementedError":  # the starter's stub: no traceback needed
+                raise StudentError(f"{label} is not implemented yet (NotImplementedError: {err.get('message', '')})")
             hint = self._explain_name_error(str(err.get("message", ""))) if err.get("type") == "NameError" else ""
             trace = f"\nTraceback (your code, most recent call last):\n{err['traceback']}" if err.get("traceback") else ""
             raise StudentError(text + (f"\n{hint}" if hint else "") + trace)

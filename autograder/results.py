@@ -16,15 +16,16 @@ from autograder.runner import Report
 FIELD_LIMIT = 50_000  # Gradescope truncates text fields at 100,000 characters
 
 
-def question_rows(report: Report, titles: dict[str, str]) -> list[tuple[str, str, float, float, int, int]]:
-    """(question, title, score, max, passed checks, checks) in question order."""
+def question_rows(report: Report, titles: dict[str, str]) -> list[tuple[str, str, float, float, int, int, bool]]:
+    """(question, title, score, max, passed checks, checks, extra credit) in question order."""
     rows: dict[str, list] = {}
     for r in report.results:
-        row = rows.setdefault(r.question, [r.question, titles.get(r.question, ""), 0.0, 0.0, 0, 0])
+        row = rows.setdefault(r.question, [r.question, titles.get(r.question, ""), 0.0, 0.0, 0, 0, True])
         row[2] += r.score
-        row[3] += 0 if r.extra else r.max_score
+        row[3] += r.max_score
         row[4] += r.passed
         row[5] += 1
+        row[6] &= r.extra
     return [tuple(row) for row in sorted(rows.values(), key=lambda row: _qkey(row[0]))]
 
 
@@ -37,9 +38,12 @@ def format_table(report: Report, titles: dict[str, str], *, details: bool = True
              f"{report.execution_time:.1f} s)"]
     lines += [f"  note: {n}" for n in report.notes]
     lines.append(f"  {'Q':<4} {'question':<34} {'score':>11}  checks")
-    for q, title, score, max_score, passed, n in question_rows(report, titles):
-        lines.append(f"  {q:<4} {title[:34]:<34} {_num(score):>5}/{_num(max_score):<5}  {passed}/{n}")
-    lines.append(f"  {'':<4} {'total':<34} {_num(report.score):>5}/{_num(report.max_score):<5}")
+    for q, title, score, max_score, passed, n, extra in question_rows(report, titles):
+        shown = f"{'+' if extra else ''}{_num(score)}"
+        lines.append(f"  {q:<4} {title[:34]:<34} {shown:>5}/{_num(max_score):<5}  {passed}/{n}")
+    extra = sum(r.score for r in report.results if r.extra)
+    lines.append(f"  {'':<4} {'total':<34} {_num(report.score):>5}/{_num(report.max_score):<5}"
+                 + (f"  (includes {_num(extra)} extra credit)" if extra else ""))
     if details:
         for r in report.results:
             if not r.passed:

@@ -15,7 +15,7 @@ from autograder.errors import CheckFailed
 from autograder.perplexity import assert_perplexity, perplexity_from_logprobs
 from autograder.support import TableLM, random_sentences
 
-PPL_MARGIN = 0.05  # Q6 thresholds: the reference's perplexity plus 5% (it is deterministic)
+PPL_MARGIN = 0.10  # Q6 thresholds: the reference's perplexity plus 10% (bench/ngram_thresholds.py)
 TRICKY_LINES = [
     "", "   ", "O'er the hills--and far away!", "'Tis NOT so; 'twas\tthen.", "I'll o'er-leap it,",
     "Ha, ha, ha! HA!", "In 1599, 2s. 2d. paid", '"Hark!" quoth he', "lovers' eyes", "rock'n'roll'd",

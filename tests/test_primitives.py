@@ -1,0 +1,132 @@
+"""The check primitives every assignment uses: comparisons, gradients, perplexity thresholds."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from autograder.compare import assert_close, assert_equal, assert_finite, assert_shape
+from autograder.errors import CheckFailed
+from autograder.gradients import assert_gradient, finite_difference, relative_error
+from autograder.perplexity import assert_perplexity, perplexity_from_logprobs
+from autograder.remote import Student
+from autograder.sandbox import Limits, Sandbox
+
+
+def failure(fn, *args, **kwargs) -> str:
+    with pytest.raises(CheckFailed) as info:
+        fn(*args, **kwargs)
+    return str(info.value)
+
+
+def test_assert_close_reports_worst_index_and_errors():
+    expected = np.arange(12, dtype=np.float64).reshape(3, 4)
+    got = expected.copy()
+    got[2, 1] += 0.5
+    got[0, 3] += 0.01
+    message = failure(assert_close, got, expected, "f(x)")
+    assert "2 of 12" in message and "(2, 1)" in message and "expected 9, got 9.5" in message
+    assert "Max abs error 0.5" in message
+
+
+def test_tolerances_follow_the_dtype():
+    x = torch.randn(5, 7, dtype=torch.float64)
+    noisy32 = (x + 1e-7 * torch.randn_like(x)).float()
+    assert_close(noisy32, x, "float32 result")  # float32 rounding is fine for float32 results
+    assert "differ" in failure(assert_close, x + 1e-5, x, "float64 result")  # not for float64 ones
+
+
+def test_shape_nan_and_finite_diagnostics():
+    assert "shape (4, 3)" in failure(assert_close, np.zeros((3, 4)), np.zeros((4, 3)), "f")
+    assert "NaN" in failure(assert_close, np.array([1.0, np.nan]), np.array([1.0, 2.0]), "f")
+    assert_close(np.array([np.nan, np.inf]), np.array([np.nan, np.inf]), "matching specials")
+    assert "infinite" in failure(assert_finite, np.array([0.0, -np.inf]), "softmax(x)")
+    assert "expected shape" in failure(assert_shape, torch.zeros(2, 3), (3, 2), "h")
+
+
+def test_assert_equal_finds_the_first_difference():
+    assert "missing key" in failure(assert_equal, {("a",): 1}, {("a",): 1, ("b",): 2}, "counts")
+    assert "at [('a',)]" in failure(assert_equal, {("a",): 1}, {("a",): 2}, "counts")
+    assert "at [1]" in failure(assert_equal, ["x", "y"], ["x", "z"], "tokens")
+    assert "length 3" in failure(assert_equal, ["x"], ["x", "y", "z"], "tokens")
+    assert "1 missing" in failure(assert_equal, {"a"}, {"a", "b"}, "vocab")
+    assert "expected int" in failure(assert_equal, "1", 1, "n")
+    assert_equal({"a": [1, (2, 3)]}, {"a": [1, (2, 3)]}, "same")
+
+
+def softmax_sum_sq(x):
+    e = np.exp(x - x.max())
+    return float(((e / e.sum()) ** 2).sum())
+
+
+def test_finite_differences_match_torch_autograd_in_float64():
+    x = np.random.default_rng(0).normal(size=6)
+    t = torch.tensor(x, requires_grad=True)
+    (torch.softmax(t, 0) ** 2).sum().backward()
+    numeric = finite_difference(softmax_sum_sq, x)
+    assert relative_error(numeric, t.grad.numpy()) < 1e-7
+    assert_gradient(numeric, t.grad.numpy(), "d/dx", rtol=1e-6, atol=1e-9)
+
+
+def test_wrong_and_all_zero_gradients_are_caught():
+    grad = np.array([0.1, -0.2, 0.3])
+    assert "all zeros" in failure(assert_gradient, np.zeros(3), grad, "dL/dW")
+    assert "differ" in failure(assert_gradient, grad.T * 1.01, grad, "dL/dW")
+
+
+STUDENT_TORCH = '''
+import torch
+
+def scaled_tanh(x, w):
+    return torch.tanh(x @ w) * 2.0
+
+def tanh_wrong_grad(x, w):
+    class F(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return torch.tanh(a)
+        @staticmethod
+        def backward(ctx, g):
+            (a,) = ctx.saved_tensors
+            return g * (1 - torch.tanh(a))  # should be 1 - tanh(a)**2
+    return F.apply(x @ w) * 2.0
+'''
+
+
+def test_student_autograd_is_compared_with_reference_in_float64():
+    x = torch.randn(3, 4, dtype=torch.float64)
+    w = torch.randn(4, 5, dtype=torch.float64)
+    cot = torch.randn(3, 5, dtype=torch.float64)
+    xr, wr = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+    ((torch.tanh(xr @ wr) * 2.0) * cot).sum().backward()
+    cells = [{"index": 0, "number": 1, "source": STUDENT_TORCH}]
+    with Sandbox(cells, import_torch=True, limits=Limits(call_timeout=30)) as box:
+        student = Student(box, timeout=30)
+        good = student.scaled_tanh.vjp([x, w], wrt=[0, 1], cotangent=cot)
+        assert good["output"].dtype == torch.float64
+        assert_gradient(good["input_grads"][0], xr.grad, "dL/dx")
+        assert_gradient(good["input_grads"][1], wr.grad, "dL/dw")
+        bad = student.tanh_wrong_grad.vjp([x, w], wrt=[0, 1], cotangent=cot)
+        assert_close(bad["output"], torch.tanh(x @ w) * 2.0, "forward is right")
+        assert "differ" in failure(assert_gradient, bad["input_grads"][1], wr.grad, "dL/dw")
+
+
+def test_perplexity_threshold_and_floor():
+    assert perplexity_from_logprobs(10 * math.log(0.1), 10) == pytest.approx(10.0)
+    assert perplexity_from_logprobs(-math.inf, 3) == math.inf
+    assert "threshold 12" in assert_perplexity(11.0, 12.0, "model", floor=9.0)
+    assert "worse than expected" in failure(assert_perplexity, 13.0, 12.0, "model")
+    assert "entropy floor" in failure(assert_perplexity, 8.0, 12.0, "model", floor=9.0)
+    assert "probability 0" in failure(assert_perplexity, math.inf, 12.0, "model")
+
+
+@pytest.mark.gpu
+def test_worker_places_tensors_on_cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    cells = [{"index": 0, "number": 1, "source": "def where(x):\n    return str(x.device), x * 2\n"}]
+    with Sandbox(cells, device="cuda", import_torch=True) as box:
+        device, doubled = Student(box).where(torch.ones(3))
+    assert device.startswith("cuda") and doubled.lmgrade_device.startswith("cuda")
+    assert_close(doubled, torch.full((3,), 2.0), "x * 2 on cuda")
