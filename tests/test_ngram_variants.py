@@ -151,7 +151,7 @@ def test_unnormalized_best_model_is_flagged(tmp_path):
 
 def test_weak_best_model_fails_the_thresholds(tmp_path):
     """A bigram add-1 model alone is a real model, just not good enough on Shakespeare (on the
-    synthetic language, whose topics are sticky, a bigram is within the 5% margin)."""
+    synthetic language, whose topics are sticky, a bigram is within the 10% margin)."""
     text = edited([("    return InterpolatedLM(models, lambdas)",
                     "    return NGramLM(2, vocab, 1.0).fit(train)")])
     assert failing_checks(tmp_path, text, questions={"6"}) == {"shakespeare_heldout"}
