@@ -54,6 +54,7 @@ class Student:
         self._timeout = timeout
         self._explain_missing = explain_missing or (lambda name: f"`{name}` is not defined in a graded cell.")
         self._explain_name_error = explain_name_error or (lambda message: "")
+        self._memory_limit_gib = getattr(getattr(channel, "limits", None), "memory_bytes", 3 << 30) / (1 << 30)
         self.printed: list[str] = []  # what the student's code printed during this check
 
     def __getattr__(self, name: str) -> "Remote":
@@ -92,6 +93,8 @@ class Student:
         if event == "error":
             err = reply.get("error") if type(reply.get("error")) is dict else {}
             text = f"{label} raised {err.get('type', 'an error')}: {err.get('message', '')}"
+            if err.get("type") == "MemoryError":
+                text += f" (your code tried to use more than the {self._memory_limit_gib:g} GiB it may use)"
             if err.get("type") == "UnreadableResult":
                 text = f"{label} returned a value the grader cannot read: {err.get('message', '')}"
             if err.get("type") == "NotImplementedError":  # the starter's stub: no traceback needed

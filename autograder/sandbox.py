@@ -29,7 +29,7 @@ class Limits:
     """Resource limits for the student's process (per worker) and default deadlines."""
 
     call_timeout: float = 20.0  # seconds of wall time for one request
-    load_timeout: float = 30.0  # seconds to import the graded cells
+    load_timeout: float = 30.0  # seconds for each graded cell to load
     memory_bytes: int = 3 << 30  # address space; CUDA needs more, so it is lifted there
     cpu_seconds: int = 1800  # CPU time of one worker over its whole life
     file_bytes: int = 64 << 20  # largest file the student's code may write
@@ -174,6 +174,7 @@ class Sandbox:
             if reply.get("event") == "progress":
                 if progress is not None:
                     progress[0] = reply.get("cell")
+                    deadline = time.monotonic() + timeout  # the load deadline is per cell
                 continue
             return reply, reply_arrays
 
