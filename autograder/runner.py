@@ -68,6 +68,8 @@ def resolve_device(device: str) -> str:
 def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", public_only: bool = False,
           questions: set[str] | None = None, limits: Limits | None = None) -> Report:
     started = time.monotonic()
+    if not assignment.uses_torch:
+        device = "cpu"  # nothing to place on a GPU, and the CPU worker keeps its memory limit
     sub = extract.read_submission(path)
     report = Report(assignment=assignment.id, submission=str(path), device=device, notes=list(sub.notes))
     check_fns = [fn for fn in assignment.checks(public_only)

@@ -7,6 +7,7 @@ import math
 
 from autograder.checks import check
 from autograder.compare import assert_close, assert_equal
+from autograder.errors import CheckFailed
 
 LINES = ["Why, 'tis the KING's!", "O Romeo, Romeo! wherefore art thou Romeo?", "  Exit, pursued by a bear.  "]
 TOY = [["the", "cat", "sat"], ["the", "dog", "sat"], ["a", "cat", "saw", "the", "dog"]]
@@ -69,3 +70,17 @@ def public_chain_rule(t):
 def public_greedy(t):
     lm = t.student.support("TableLM", 2, TABLE_VOCAB, TABLE)
     assert_equal(t.student.generate(lm, 10, True), ["a", "b"], "generate(lm, max_len=10, greedy=True)")
+
+
+@check(6, 1, "build_model returns a normalized model on a small corpus", public=True, timeout=60)
+def public_build_model(t):
+    train = [s.split() for s in ["the cat sat", "the dog sat", "a cat saw the dog", "the dog saw a cat"] * 5]
+    validation = [["the", "cat", "saw", "a", "dog"], ["a", "dog", "sat"]]
+    lm = t.student.build_model(train, validation)
+    n, vocab = lm.n.get(), lm.vocab.get()
+    if not isinstance(n, int) or not {"</s>", "<unk>"} <= set(vocab) or "<s>" in vocab:
+        raise CheckFailed(f"build_model(...): the model needs an int attribute n (got {n!r}) and a vocab with "
+                          "</s> and <unk> but not <s> (use build_vocab(train, 1))")
+    for context in [("the",), ("dog", "saw"), ("never", "seen")]:
+        total = sum(lm.prob.map([(w, context) for w in sorted(vocab)]))
+        assert_close(total, 1.0, f"sum over the vocabulary of model.prob(w, {context})", atol=1e-6)

@@ -1,0 +1,42 @@
+"""The staff solution notebook gets every point; the untouched starter gets none, without a crash."""
+import pytest
+
+from autograder import assignments, build, runner
+
+NGRAM = assignments.get("ngram")
+
+
+@pytest.fixture(scope="module")
+def solution_report(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("solutions")
+    build.build(solutions_dir=folder, assignments=[NGRAM])
+    return runner.grade(folder / "ngram.ipynb", NGRAM)
+
+
+def test_staff_solution_passes_every_check(solution_report):
+    failed = {r.name: r.output for r in solution_report.results if not r.passed}
+    assert failed == {}
+    assert solution_report.score == solution_report.max_score + sum(r.max_score for r in solution_report.results if r.extra)
+    assert {r.question for r in solution_report.results} == set(NGRAM.questions)
+
+
+def test_perplexity_checks_report_the_figures(solution_report):
+    outputs = {r.name: r.output for r in solution_report.results}
+    assert "threshold" in outputs["shakespeare_heldout"]
+    assert "Bayes-optimal" in outputs["synthetic_floor"]
+
+
+def test_untouched_starter_scores_zero_with_a_message_per_check():
+    report = runner.grade(NGRAM.starter_path, NGRAM)
+    assert report.score == 0
+    assert len(report.results) == len(NGRAM.checks())
+    assert all("not implemented yet" in r.output for r in report.results)
+    assert not any("grader could not finish" in r.output for r in report.results)
+
+
+def test_every_question_has_public_and_hidden_checks():
+    checks = [fn.lmgrade_check for fn in NGRAM.checks()]
+    graded = {c.question for c in checks if not c.extra}
+    assert graded == {q for q in NGRAM.questions if q != "7"}
+    assert {c.question for c in checks if c.public} == graded
+    assert all(c.points > 0 for c in checks)
