@@ -18,6 +18,8 @@ from pathlib import Path
 GRADED_TAG = "graded"
 GRADED_MARKER = "# GRADED CELL"  # the visible first line the build puts in every graded cell
 _PERCENT = re.compile(r"^# %%(.*)$")
+# `%magic`, `!cmd`, `x = !cmd`, `x = %magic`, `obj?`, `obj??`: IPython syntax, not Python
+_MAGIC = re.compile(r"^\s*([%!]|[\w.]+\s*=\s*[%!]|[\w.]+\?{1,2}\s*$)")
 _DEF = re.compile(r"^(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", re.M)
 
 
@@ -101,14 +103,16 @@ def _notebook_cells(text: str, sub: Submission) -> list[tuple[bool, str, bool]]:
 def _percent_cells(text: str) -> list[tuple[bool, str, bool]]:
     """A .py file: jupytext percent cells when it has `# %% tags=["graded"]` headers, else one graded cell."""
     lines = text.splitlines(keepends=True)
-    if not any(_PERCENT.match(l) and "graded" in l for l in lines):
+    if not any(_PERCENT.match(l) and "graded" in l or l.startswith(GRADED_MARKER) for l in lines):
         return [(True, text, True)]
     cells, header, body = [], None, []
     for line in lines + ["# %%\n"]:
         m = _PERCENT.match(line.rstrip("\n"))
         if m:
             if header is not None:
-                cells.append(("[markdown]" not in header, "".join(body), '"graded"' in header))
+                source = "".join(body)
+                graded = '"graded"' in header or source.lstrip().startswith(GRADED_MARKER)
+                cells.append(("[markdown]" not in header, source, graded))
             header, body = m.group(1), []
         elif header is not None:
             body.append(line)
@@ -127,13 +131,13 @@ def _strip_magics(source: str, number: int, notes: list[str]) -> str:
         pass
     kept, dropped = [], 0
     for line in source.splitlines(keepends=True):
-        if re.match(r"^\s*[%!]", line) and _starts_statement("".join(kept)):
+        if _MAGIC.match(line) and _starts_statement("".join(kept)):
             dropped += 1
             kept.append("\n")  # keep line numbers stable for tracebacks
         else:
             kept.append(line)
     if dropped:
-        notes.append(f"Cell {number}: {dropped} line(s) with IPython magics or shell commands (% or !) are ignored by the grader.")
+        notes.append(f"Cell {number}: {dropped} line(s) of IPython syntax (magics %, shell commands !, help obj?) are ignored by the grader.")
     return "".join(kept)
 
 

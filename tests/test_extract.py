@@ -299,3 +299,18 @@ def test_extraction_never_runs_code(tmp_path):
     ])
     read_submission(path)
     assert not marker.exists()
+
+
+def test_assigned_shell_commands_and_help_are_dropped(tmp_path):
+    path = write_nb(tmp_path, [code("files = !ls\nt = %timeit -o f(1)\nf?\nnp.mean??\ndef f(a):\n    return a\n", graded=True)])
+    sub = read_submission(path)
+    assert sub.graded_names == {"f"} and sub.broken == {}
+    assert "Cell 1: 4 line(s)" in notes(sub)
+
+
+def test_percent_file_with_visible_markers_but_no_tags(tmp_path):
+    """A VS Code export keeps the visible marker but may drop tags: exploration cells stay ungraded."""
+    path = tmp_path / "hw.py"
+    path.write_text("# %%\nexplore = train_for_an_hour()\n\n# %%\n# GRADED CELL: graded by name.\ndef f():\n    return 1\n")
+    sub = read_submission(path)
+    assert sub.graded_names == {"f"} and len(sub.cells) == 1
