@@ -155,3 +155,14 @@ def test_weak_best_model_fails_the_thresholds(tmp_path):
     text = edited([("    return InterpolatedLM(models, lambdas)",
                     "    return NGramLM(2, vocab, 1.0).fit(train)")])
     assert failing_checks(tmp_path, text, questions={"6"}) == {"shakespeare_heldout"}
+
+
+def test_same_submission_gets_the_same_feedback_every_run(tmp_path):
+    """Seeding is per check in both processes: even a sampler on the global RNG is graded identically."""
+    text = edited([("            word = rng.choices(words, weights=probs)[0]",
+                    "            word = random.choices(words, weights=probs)[0]")])
+    path = tmp_path / "submission.py"
+    path.write_text(text)
+    runs = [runner.grade(path, assignments.get("ngram"), questions={"5"}) for _ in range(2)]
+    assert [(r.name, r.passed, r.output) for r in runs[0].results] == [(r.name, r.passed, r.output) for r in runs[1].results]
+    assert {r.name for r in runs[0].results if not r.passed} == {"sampling_hidden"}  # not reproducible by seed
