@@ -28,15 +28,16 @@ class CheckSpec:
     public: bool = False
     extra: bool = False  # extra credit: counts in the score, not in the maximum
     timeout: float | None = None  # seconds per call into the student's code
+    hint: str = ""  # shown under a failure: where such bugs usually hide
 
 
 def check(question: str | int, points: float, title: str, *, public: bool = False, extra: bool = False,
-          timeout: float | None = None):
+          timeout: float | None = None, hint: str = ""):
     """Declare a check. The function's name is its stable id (used for seeds and fixtures)."""
 
     def register(fn):
         fn.lmgrade_check = CheckSpec(name=fn.__name__, question=str(question), points=float(points), title=title,
-                                     public=public, extra=extra, timeout=timeout)
+                                     public=public, extra=extra, timeout=timeout, hint=hint)
         return fn
 
     return register
@@ -72,6 +73,7 @@ class Context:
     recording: dict | None = None  # when building fixtures, expected values are written here
     notes: list[str] = field(default_factory=list)
     cache_tag: str | None = None  # names the reference version; cached reference results use it
+    submission_seed: int = 0  # from the submission's code: fresh data per submission, same on every run
 
     def __post_init__(self) -> None:
         self.seed = seed_for(self.spec.name)

@@ -9,6 +9,7 @@ import ast
 import hashlib
 import time
 import traceback
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,8 +76,9 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
     check_fns = [fn for fn in assignment.checks(public_only)
                  if questions is None or fn.lmgrade_check.question in questions]
     ref = None if public_only else assignment.reference()
-    fixtures = assignment.fixtures()
-    cache_tag = _cache_tag(assignment) if ref is not None else None
+    ctx_args = {"ref": ref, "fixtures": assignment.fixtures(), "device": device,
+                "cache_tag": _cache_tag(assignment) if ref is not None else None,
+                "submission_seed": zlib.crc32("".join(c.source for c in sub.cells).encode())}
     if sub.unreadable:
         report.notes.insert(0, f"Nothing could be graded: {sub.unreadable}")
         report.results = [_result(fn.lmgrade_check, False, sub.unreadable) for fn in check_fns]
@@ -88,7 +90,7 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
                               explain_missing=lambda name: _explain_missing(name, sub, box),
                               explain_name_error=lambda msg: _explain_name_error(msg, sub))
             for fn in check_fns:
-                report.results.append(_run_check(fn, student, box, ref, fixtures, device, limits, cache_tag))
+                report.results.append(_run_check(fn, student, box, limits, ctx_args))
             report.notes += _load_notes(sub, box)
     report.execution_time = time.monotonic() - started
     return report
@@ -103,8 +105,7 @@ def _cache_tag(assignment: Assignment) -> str:
     return f"{assignment.id}-{digest.hexdigest()[:16]}"
 
 
-def _run_check(fn, student: Student, box: Sandbox, ref, fixtures, device: str, limits: Limits,
-               cache_tag: str | None) -> CheckResult:
+def _run_check(fn, student: Student, box: Sandbox, limits: Limits, ctx_args: dict) -> CheckResult:
     spec = fn.lmgrade_check
     student._timeout = spec.timeout or limits.call_timeout
     student.printed.clear()
@@ -114,12 +115,12 @@ def _run_check(fn, student: Student, box: Sandbox, ref, fixtures, device: str, l
         box.request({"op": "seed", "seed": seed}, [], limits.load_timeout)
     except WorkerFailure:
         pass  # the check's own call will report what is wrong with the worker
-    ctx = Context(student=student, ref=ref, spec=spec, device=device, fixtures=fixtures, cache_tag=cache_tag)
+    ctx = Context(student=student, spec=spec, **ctx_args)
     try:
         fn(ctx)
         passed, message = True, "Passed."
     except CheckFailed as exc:
-        passed, message = False, str(exc)
+        passed, message = False, str(exc) + (f"\nHint: {spec.hint}" if spec.hint else "")
     except Exception as exc:  # noqa: BLE001 - a bug in one check must not sink the others
         passed = False
         message = (f"The grader could not finish this check ({type(exc).__name__}); this is not your fault. "

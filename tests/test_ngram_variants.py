@@ -144,7 +144,7 @@ def test_unnormalized_best_model_is_flagged(tmp_path):
     path.write_text(text)
     report = runner.grade(path, assignments.get("ngram"), questions={"6"})
     outputs = {r.name: r.output for r in report.results if not r.passed}
-    assert set(outputs) == {"shakespeare_heldout", "synthetic_floor"}
+    assert set(outputs) == {"public_build_model", "shakespeare_heldout", "synthetic_floor"}
     assert "entropy floor" in outputs["synthetic_floor"]
     assert "not 1" in outputs["shakespeare_heldout"]
 

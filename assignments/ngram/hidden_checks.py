@@ -61,7 +61,11 @@ def table_sentence_logprob(lm: TableLM, sentence) -> float:
 
 
 def model_perplexity(t, lm, sentences) -> tuple[float, int]:
-    """Perplexity of the student's model computed by the grader from its logprob (one round trip)."""
+    """Perplexity computed by the grader from a model's logprob: the student's (a Remote, one round
+    trip for all tokens) or the reference's (a local object, when `t` is None)."""
+    if t is None:
+        total = sum(lm.logprob(w, c) for s in sentences for w, c in contexts_for(s, lm.n))
+        return perplexity_from_logprobs(total, sum(len(s) + 1 for s in sentences)), lm.n
     n = lm.n.get()
     if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 10:
         raise CheckFailed(f"the model's attribute n should be an int between 1 and 10, got {n!r}")
@@ -94,9 +98,7 @@ def shakespeare_splits(ref) -> tuple:
 
 
 def reference_perplexity(ref, train, validation, heldout) -> float:
-    model = ref.build_model(train, validation)
-    total = sum(model.logprob(w, c) for s in heldout for w, c in contexts_for(s, model.n))
-    return perplexity_from_logprobs(total, sum(len(s) + 1 for s in heldout))
+    return model_perplexity(None, ref.build_model(train, validation), heldout)[0]
 
 
 # ---- Q1 -------------------------------------------------------------------------------------
@@ -122,7 +124,9 @@ def vocab_hidden(t):
 
 
 # ---- Q2 -------------------------------------------------------------------------------------
-@check(2, 2, "count_ngrams: exact counts on a small case, orders 1-4")
+@check(2, 2, "count_ngrams: exact counts on a small case, orders 1-4",
+       hint="pad each sentence on its own (n-1 <s>, one </s>): a sentence of m tokens gives m+1 n-grams, "
+            "even when m is 0.")
 def counts_exact(t):
     sentences = [["a", "a", "a"], ["b"], [], ["a", "b", "a", "b"]]
     for n in (1, 2, 3, 4):
@@ -161,7 +165,8 @@ def _pairs(rng, corpus, vocab, n):
     return pairs
 
 
-@check(3, 1, "NGramLM MLE probabilities (orders 1-3, seen and unseen contexts)")
+@check(3, 1, "NGramLM MLE probabilities (orders 1-3, seen and unseen contexts)",
+       hint="use only the last n-1 context tokens, left-padded with <s>; an unseen context gives 0.0.")
 def mle_hidden(t):
     corpus = random_corpus(t.rng, 150, 30)
     vocab = t.ref.build_vocab(corpus, 1)
@@ -184,7 +189,8 @@ def addk_hidden(t):
         assert_close(got, [ref_lm.prob(w, c) for w, c in pairs], f"NGramLM({n}, vocab, k={k}).prob(word, context)")
 
 
-@check(3, 2, "probabilities over the vocabulary sum to 1 (seen and unseen contexts)")
+@check(3, 2, "probabilities over the vocabulary sum to 1 (seen and unseen contexts)",
+       hint="add-k divides by c(context) + k * len(vocab); len(vocab) counts </s> and <unk>.")
 def normalization(t):
     corpus = random_corpus(t.rng, 150, 25)
     vocab = t.ref.build_vocab(corpus, 1)
@@ -258,7 +264,8 @@ def tune_lambdas_hidden(t):
 
 
 # ---- Q4 -------------------------------------------------------------------------------------
-@check(4, 2, "sentence_logprob follows the chain rule (with </s>, natural log)")
+@check(4, 2, "sentence_logprob follows the chain rule (with </s>, natural log)",
+       hint="predict every token and then </s>; token i has context (<s>,) * (n-1) + tokens[:i].")
 def chain_rule(t):
     words = ["x", "y", "z"]
     vocab, table = random_table(t.rng, 3, words)
@@ -270,7 +277,8 @@ def chain_rule(t):
                  "sentence_logprob(trigram table model, sentence)")
 
 
-@check(4, 1, "perplexity: value, token count with </s>, and infinity for probability 0")
+@check(4, 1, "perplexity: value, token count with </s>, and infinity for probability 0",
+       hint="each sentence predicts len(s) + 1 tokens; natural log goes with math.exp, not 2 **.")
 def perplexity_hidden(t):
     words = ["x", "y", "z"]
     vocab, table = random_table(t.rng, 2, words)
@@ -297,7 +305,8 @@ def perplexity_stable(t):
 
 
 # ---- Q5 -------------------------------------------------------------------------------------
-@check(5, 1, "greedy generation: argmax, ties, max_len and </s>")
+@check(5, 1, "greedy generation: argmax, ties, max_len and </s>",
+       hint="on ties take the first word of sorted(lm.vocab); stop at </s> (not included) or after max_len tokens.")
 def greedy_hidden(t):
     words = ["x", "y", "z"]
     vocab, table = random_table(t.rng, 2, words)
@@ -353,14 +362,21 @@ def shakespeare_heldout(t):
     t.note(assert_perplexity(ppl, threshold, f"Your order-{n} model on the test plays"))
 
 
-@check(6, 2, "synthetic language: near the threshold and never below the entropy floor", timeout=240)
-def synthetic_floor(t):
+@lru_cache(maxsize=1)
+def synthetic_data(ref) -> tuple:
+    """The synthetic language, its training text and the reference model trained on it."""
     from autograder.data.synthetic import HiddenMarkovLanguage
     language = HiddenMarkovLanguage.random(seed=1234)
     train, validation = language.sample(20_000, seed=1), language.sample(2_000, seed=2)
-    heldout = language.sample(3_000, seed=t.seed)  # drawn at grading time; never shipped
+    return language, train, validation, ref.build_model(train, validation)
+
+
+@check(6, 2, "synthetic language: near the threshold and never below the entropy floor", timeout=240)
+def synthetic_floor(t):
+    language, train, validation, reference = synthetic_data(t.ref)
+    heldout = language.sample(3_000, seed=t.submission_seed)  # fresh for each submission; never shipped
     floor = language.perplexity(heldout)
-    threshold = t.cached("synthetic", lambda: reference_perplexity(t.ref, train, validation, heldout)) * (1 + PPL_MARGIN)
+    threshold = model_perplexity(None, reference, heldout)[0] * (1 + PPL_MARGIN)
     lm = t.student.build_model(train, validation)
     ppl, n = model_perplexity(t, lm, heldout)
     t.note(assert_perplexity(ppl, threshold, f"Your order-{n} model on fresh synthetic text", floor=floor))
