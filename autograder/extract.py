@@ -177,7 +177,7 @@ def _collect(cells, sub: Submission) -> None:
             for name in _DEF.findall(source):
                 sub.broken[name] = f"`{name}` is in graded cell {number}, which {why}"
             continue
-        names = _top_level_names(tree)
+        names = top_level_names(tree)
         for name in _defined_names(tree) & set(seen):
             sub.notes.append(f"`{name}` is defined in graded cells {seen[name]} and {number}; the later one is graded.")
         seen.update(dict.fromkeys(_defined_names(tree), number))
@@ -190,7 +190,7 @@ def _collect(cells, sub: Submission) -> None:
     for cell in sub.cells:
         bound |= _all_bound_names(ast.parse(cell.source))
     for number, tree in ungraded_trees:
-        for name in _top_level_names(tree) - sub.graded_names:
+        for name in top_level_names(tree) - sub.graded_names:
             sub.ungraded_names.setdefault(name, number)
     used = set()
     for cell in sub.cells:
@@ -201,7 +201,7 @@ def _collect(cells, sub: Submission) -> None:
                              "(not graded); move it into a graded cell, or the grader will not see it.")
 
 
-def _top_level_names(tree: ast.Module) -> set[str]:
+def top_level_names(tree: ast.Module) -> set[str]:
     names = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

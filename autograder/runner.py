@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import sys
 import time
 import traceback
 import zlib
@@ -125,7 +126,7 @@ def _run_check(fn, student: Student, box: Sandbox, limits: Limits, ctx_args: dic
         passed = False
         message = (f"The grader could not finish this check ({type(exc).__name__}); this is not your fault. "
                    "Please tell the course staff.")
-        print(f"[lmgrade] internal error in check {spec.name}:\n{traceback.format_exc()}")
+        print(f"[lmgrade] internal error in check {spec.name}:\n{traceback.format_exc()}", file=sys.stderr)
     if ctx.notes:
         message += "\n" + "\n".join(ctx.notes)
     if student.printed:
@@ -143,7 +144,7 @@ def _result(spec, passed: bool, message: str) -> CheckResult:
 
 
 def _cell_names(cell: extract.Cell) -> set[str]:
-    return extract._top_level_names(ast.parse(cell.source))
+    return extract.top_level_names(ast.parse(cell.source))
 
 
 def _explain_missing(name: str, sub: extract.Submission, box: Sandbox) -> str:

@@ -40,3 +40,22 @@ def test_every_question_has_public_and_hidden_checks():
     assert graded == {q for q in NGRAM.questions if q != "7"}
     assert {c.question for c in checks if c.public} == graded
     assert all(c.points > 0 for c in checks)
+
+
+def test_a_bug_in_one_check_costs_only_that_check(tmp_path, monkeypatch, capsys):
+    from autograder.checks import check
+    from tests.helpers import solution_text
+
+    @check(1, 1, "a check with a bug")
+    def broken(t):
+        return {}["missing"]
+
+    real = NGRAM.checks
+    monkeypatch.setattr(NGRAM, "checks", lambda public_only=False: [broken] + real(public_only))
+    path = tmp_path / "solution.py"
+    path.write_text(solution_text())
+    report = runner.grade(path, NGRAM, questions={"1"})
+    failed = {r.name: r.output for r in report.results if not r.passed}
+    assert list(failed) == ["broken"] and "not your fault" in failed["broken"]
+    assert len(report.results) > 1
+    assert "KeyError" in capsys.readouterr().err  # the traceback is for staff, on stderr
