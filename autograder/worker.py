@@ -204,11 +204,6 @@ class Worker:
     def op_put(self, msg, arrays):
         return self.make_handle(self.decode(msg["value"], arrays))
 
-    def op_release(self, msg, arrays):
-        for handle_id in msg.get("handles", []):
-            self.objects.pop(handle_id, None)
-        return None
-
     def op_vjp(self, msg, arrays):
         """Output and vector-Jacobian products of a student's torch function, for gradient checks.
 
@@ -236,7 +231,7 @@ class Worker:
     def handle(self, msg: dict, arrays: list) -> tuple[dict, list]:
         """Answer one request with a reply message and its arrays."""
         ops = {"load": self.op_load, "seed": self.op_seed, "call": self.op_call,
-               "getattr": self.op_getattr, "put": self.op_put, "support": self.op_support, "release": self.op_release,
+               "getattr": self.op_getattr, "put": self.op_put, "support": self.op_support,
                "vjp": self.op_vjp}
         op = ops.get(msg.get("op"))
         try:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.compare import assert_close, assert_equal, assert_finite, assert_shape
+from autograder.compare import assert_close, assert_dtype, assert_equal, assert_finite, assert_shape
 from autograder.errors import CheckFailed
 from autograder.gradients import assert_gradient, finite_difference, relative_error
 from autograder.perplexity import assert_perplexity, perplexity_from_logprobs
@@ -42,6 +42,8 @@ def test_shape_nan_and_finite_diagnostics():
     assert_close(np.array([np.nan, np.inf]), np.array([np.nan, np.inf]), "matching specials")
     assert "infinite" in failure(assert_finite, np.array([0.0, -np.inf]), "softmax(x)")
     assert "expected shape" in failure(assert_shape, torch.zeros(2, 3), (3, 2), "h")
+    assert "expected dtype float64, got float32" in failure(assert_dtype, torch.zeros(2), "float64", "h")
+    assert_dtype(np.zeros(2, dtype=np.float32), "float32", "h")
 
 
 def test_assert_equal_finds_the_first_difference():
