@@ -41,7 +41,7 @@ def same(a, b) -> bool:
 @pytest.mark.parametrize("value", [
     None, True, False, 0, -7, 2**200, -(3**150), 0.5, -1e-300, 1e308, "", "héllo\n\"quoted\"\x00",
     [], [1, "a", None, True], (), (1, 2.5, "x"), ((1, 2), [3, (4,)]),
-    {"a": 1}, {("to", "be"): 3, ("or",): 1}, {1: [1, 2], None: {"x": (1,)}, True: 0.25},
+    {"a": 1}, {("to", "be"): 3, ("or",): 1}, {1: [1, 2], None: {"x": (1,)}, False: 0.25},
     [[[[1]]]], {"nested": [{"k": ({"deep": [1, 2, {"deeper": None}]},)}]},
 ])
 def test_plain_values_round_trip_with_their_types(value):

@@ -80,7 +80,7 @@ def model_perplexity(t, lm, sentences) -> tuple[float, int]:
 def assert_normalized(lm, sentences, n: int) -> None:
     """A perplexity means nothing unless probabilities sum to 1: check a few contexts of the data."""
     vocab = sorted(lm.vocab.get())
-    for word, context in [contexts_for(s, n)[min(2, len(s))] for s in sentences[:3]]:
+    for _, context in [contexts_for(s, n)[min(2, len(s))] for s in sentences[:3]]:
         total = float(np.sum(np.asarray(lm.prob.map([(w, context) for w in vocab], timeout=120), dtype=np.float64)))
         if not abs(total - 1.0) <= 1e-6:
             raise CheckFailed(f"build_model's model: prob(w, {context}) summed over its {len(vocab)} vocabulary words is "
