@@ -60,6 +60,11 @@ class Assignment:
     def call_timeout(self) -> float:
         return float(self.meta.get("call_timeout", 20))
 
+    @property
+    def forbidden(self) -> set[str]:
+        """Library identifiers students must not call (they are asked to write them)."""
+        return set(self.meta.get("forbidden", []))
+
     source_path = property(lambda self: self.dir / "source.py")
     fixtures_path = property(lambda self: self.dir / "public_fixtures.json")
     reference_path = property(lambda self: self.root / "solutions" / f"{self.id}.py")

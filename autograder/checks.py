@@ -29,15 +29,21 @@ class CheckSpec:
     extra: bool = False  # extra credit: counts in the score, not in the maximum
     timeout: float | None = None  # seconds per call into the student's code
     hint: str = ""  # shown under a failure: where such bugs usually hide
+    uses: tuple[str, ...] = ()  # student names whose points are withheld if they call a banned built-in
 
 
 def check(question: str | int, points: float, title: str, *, public: bool = False, extra: bool = False,
-          timeout: float | None = None, hint: str = ""):
-    """Declare a check. The function's name is its stable id (used for seeds and fixtures)."""
+          timeout: float | None = None, hint: str = "", uses: tuple[str, ...] = ()):
+    """Declare a check. The function's name is its stable id (used for seeds and fixtures).
+
+    `uses` names the student's functions or classes the check grades; if one of them reaches a
+    built-in the assignment forbids (meta.toml `forbidden`), the check fails without running.
+    """
 
     def register(fn):
         fn.lmgrade_check = CheckSpec(name=fn.__name__, question=str(question), points=float(points), title=title,
-                                     public=public, extra=extra, timeout=timeout, hint=hint)
+                                     public=public, extra=extra, timeout=timeout, hint=hint,
+                                     uses=tuple(uses))
         return fn
 
     return register

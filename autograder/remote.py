@@ -143,6 +143,12 @@ class Remote:
         return self._student._request({"op": "vjp", "target": self._target, "wrt": wrt, "output_index": output_index},
                                       {"args": list(args), "cotangent": cotangent}, label)
 
+    def on_meta(self, *args, dtype: str = "float32", **kwargs) -> dict:
+        """Run on the `meta` device (see worker.op_meta): {"outputs": [...], "foreign": str | None}."""
+        label = f"{self._label}({describe_args(args, kwargs)}) on the meta device"
+        return self._student._request({"op": "meta", "target": self._target, "dtype": dtype},
+                                      {"args": list(args), "kwargs": kwargs}, label)
+
     def __repr__(self) -> str:
         return f"<student's {self._label}>"
 

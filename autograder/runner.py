@@ -14,7 +14,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import extract
+from autograder import extract, forbidden
 from autograder.assignments import Assignment
 from autograder.checks import Context, seed_everything, seed_for
 from autograder.errors import CheckFailed
@@ -90,8 +90,11 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
             student = Student(box, timeout=limits.call_timeout,
                               explain_missing=lambda name: _explain_missing(name, sub, box),
                               explain_name_error=lambda msg: _explain_name_error(msg, sub))
+            tainted = forbidden.tainted_names(sub.cells, assignment.forbidden)
             for fn in check_fns:
-                report.results.append(_run_check(fn, student, box, limits, ctx_args))
+                banned = _banned_message(fn.lmgrade_check, tainted)
+                report.results.append(_result(fn.lmgrade_check, False, banned) if banned
+                                      else _run_check(fn, student, box, limits, ctx_args))
             report.notes += _load_notes(sub, box)
     report.execution_time = time.monotonic() - started
     return report
@@ -104,6 +107,16 @@ def _cache_tag(assignment: Assignment) -> str:
     digest.update(hidden.read_bytes() if hidden.exists() else b"")
     digest.update(shakespeare.version().encode())
     return f"{assignment.id}-{digest.hexdigest()[:16]}"
+
+
+def _banned_message(spec, tainted: dict) -> str | None:
+    """Points are withheld when graded code relies on a built-in the assignment asks students to write."""
+    for name in spec.uses:
+        if name in tainted:
+            use = tainted[name][0]
+            return (f"Not graded: `{name}` uses {use}, a library routine this assignment asks you to write "
+                    "yourself, so the points of this check are withheld. Replace it with your own code.")
+    return None
 
 
 def _run_check(fn, student: Student, box: Sandbox, limits: Limits, ctx_args: dict) -> CheckResult:

@@ -215,24 +215,73 @@ class Worker:
         wrt = msg.get("wrt", [])
         for i in wrt:
             args[i] = args[i].detach().clone().requires_grad_(True)
-        out = fn(*args)
-        if isinstance(out, (tuple, list)):
-            out = out[msg.get("output_index", 0)]
-        cotangent = self.decode(msg["cotangent"], arrays)
-        params = []
-        if isinstance(fn, torch.nn.Module):
-            params = [(n, p) for n, p in fn.named_parameters() if p.requires_grad]
-        inputs = [args[i] for i in wrt] + [p for _, p in params]
-        grads = torch.autograd.grad((out * cotangent.to(out.dtype)).sum(), inputs, allow_unused=True)
+        with torch.enable_grad():  # also when answered in-process from inside a grader's backward
+            out = fn(*args)
+            if isinstance(out, (tuple, list)):
+                out = out[msg.get("output_index", 0)]
+            cotangent = self.decode(msg["cotangent"], arrays)
+            params = []
+            if isinstance(fn, torch.nn.Module):
+                params = [(n, p) for n, p in fn.named_parameters() if p.requires_grad]
+            inputs = [args[i] for i in wrt] + [p for _, p in params]
+            grads = torch.autograd.grad((out * cotangent.to(out.dtype)).sum(), inputs, allow_unused=True)
         grads = [torch.zeros_like(x) if g is None else g for x, g in zip(inputs, grads)]
         return {"output": out, "input_grads": grads[:len(wrt)],
                 "param_grads": {n: g for (n, _), g in zip(params, grads[len(wrt):])}}
+
+    def op_meta(self, msg, arrays):
+        """Run a student's module or function on the `meta` device and report where its tensors went.
+
+        Why: code that creates a tensor on a fixed device (`torch.zeros(T, T)` inside forward) works
+        on the CPU and breaks on a GPU. On `meta` every tensor has shapes and dtypes but no data, so
+        the run is cheap, and a torch call that receives both a meta tensor and a tensor on a real
+        device (other than a 0-dim scalar) would mix devices on a GPU. Some such calls (matmul) do not
+        raise on meta, hence the watch. The grader decides; this only reports.
+        """
+        import copy
+
+        import torch
+        from torch.overrides import TorchFunctionMode, resolve_name
+
+        dtype = getattr(torch, msg.get("dtype", "float32"))
+        fn = self.target(msg["target"])
+        if isinstance(fn, torch.nn.Module):
+            fn = copy.deepcopy(fn).to(device="meta", dtype=dtype)
+
+        def to_meta(value):
+            if isinstance(value, torch.Tensor):
+                return value.to("meta", dtype=dtype) if value.is_floating_point() else value.to("meta")
+            if type(value) in (list, tuple):
+                return type(value)(to_meta(v) for v in value)
+            if type(value) is dict:
+                return {k: to_meta(v) for k, v in value.items()}
+            return value
+
+        args = to_meta(self.decode(msg.get("args", []), arrays))
+        kwargs = to_meta(self.decode(msg.get("kwargs", {"__dict__": []}), arrays))
+        foreign: list[str] = []
+
+        class Watch(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                if not foreign:
+                    seen = _tensors((args, kwargs))
+                    real = [t for t in seen if t.device.type != "meta" and t.dim() > 0]
+                    if real and any(t.device.type == "meta" for t in seen):
+                        name = resolve_name(func) or getattr(func, "__name__", "a torch function")
+                        foreign.append(f"{name} received a {tuple(real[0].shape)} tensor on {real[0].device}")
+                return func(*args, **(kwargs or {}))
+
+        with Watch():
+            out = fn(*args, **kwargs)
+        outputs = [{"device": str(t.device), "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
+                   for t in _tensors(out)]
+        return {"outputs": outputs, "foreign": foreign[0] if foreign else None}
 
     def handle(self, msg: dict, arrays: list) -> tuple[dict, list]:
         """Answer one request with a reply message and its arrays."""
         ops = {"load": self.op_load, "seed": self.op_seed, "call": self.op_call,
                "getattr": self.op_getattr, "put": self.op_put, "support": self.op_support,
-               "vjp": self.op_vjp}
+               "vjp": self.op_vjp, "meta": self.op_meta}
         op = ops.get(msg.get("op"))
         try:
             if op is None:
@@ -251,6 +300,18 @@ class Worker:
             except EOFError:
                 return
             self.send(*self.handle(msg, arrays))
+
+
+def _tensors(value) -> list:
+    """Every tensor in nested lists, tuples and dicts, in order."""
+    torch = sys.modules["torch"]
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
 
 
 class _Missing(Exception):

@@ -1,0 +1,95 @@
+"""The shared torch check primitives fail the code they are meant to fail and pass correct code.
+
+Student code here runs in this process through `InProcessChannel` (same bytes as over the pipe).
+"""
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from autograder.errors import CheckFailed
+from autograder.remote import InProcessChannel, Student
+from autograder.torch_checks import assert_causal, assert_device_agnostic, assert_permutation_equivariant, gradcheck
+
+CODE = '''
+import torch
+
+def scale_rows(x):
+    return x * torch.arange(1, x.size(-1) + 1, device=x.device, dtype=x.dtype)
+
+def scale_rows_cpu(x):
+    return x * torch.arange(1, x.size(-1) + 1, dtype=x.dtype)
+
+def matmul_cpu(x):  # matmul does not complain on meta, the watch does
+    return x @ torch.eye(x.size(-1), dtype=x.dtype)
+
+def float32_out(x):
+    return torch.zeros(x.shape) + x.float()
+
+def data_dependent(x):
+    return x * float(x.abs().max().item())
+
+def detached_square(x):
+    return x.detach() ** 2 + x
+
+def square(x):
+    return x ** 2
+
+def prefix_mean(x):  # causal: position t averages positions 0..t
+    return x.cumsum(1) / torch.arange(1, x.size(1) + 1, dtype=x.dtype)[:, None]
+
+def total_mean(x):  # not causal
+    return x.mean(1, keepdim=True).expand_as(x)
+'''
+
+
+@pytest.fixture(scope="module")
+def student():
+    module = types.ModuleType("submission")
+    exec(CODE, module.__dict__)
+    return Student(InProcessChannel(module))
+
+
+def x64(*shape):
+    return torch.from_numpy(np.random.default_rng(0).standard_normal(shape))
+
+
+def test_device_agnostic_code_passes(student):
+    assert assert_device_agnostic(student.scale_rows, [x64(2, 3)], "scale_rows") is None
+
+
+@pytest.mark.parametrize("name", ["scale_rows_cpu", "matmul_cpu"])
+def test_a_tensor_on_a_fixed_device_fails(student, name):
+    with pytest.raises(CheckFailed, match="device"):
+        assert_device_agnostic(getattr(student, name), [x64(2, 3)], name)
+
+
+def test_a_fixed_dtype_fails(student):
+    with pytest.raises(CheckFailed, match="float32"):
+        assert_device_agnostic(student.float32_out, [x64(2, 3)], "float32_out")
+
+
+def test_code_that_cannot_run_on_meta_gets_a_note_not_a_failure(student):
+    note = assert_device_agnostic(student.data_dependent, [x64(2, 3)], "data_dependent")
+    assert note and "meta" in note
+
+
+def test_gradcheck_passes_autograd_and_catches_a_cut_graph(student):
+    gradcheck(student.square, [x64(2, 3)], [0], "square")
+    with pytest.raises(CheckFailed, match="gradcheck"):
+        gradcheck(student.detached_square, [x64(2, 3)], [0], "detached_square")
+
+
+def test_causality_by_perturbation(student):
+    rng = np.random.default_rng(1)
+    assert_causal(lambda x: student.prefix_mean(x), x64(2, 5, 3), "prefix_mean", rng=rng)
+    with pytest.raises(CheckFailed, match="sees the future"):
+        assert_causal(lambda x: student.total_mean(x), x64(2, 5, 3), "total_mean", rng=rng)
+
+
+def test_permutation_equivariance(student):
+    rng = np.random.default_rng(2)
+    assert_permutation_equivariant(lambda x: student.square(x), x64(2, 6, 3), "square", rng=rng)
+    with pytest.raises(CheckFailed, match="permuting"):
+        assert_permutation_equivariant(lambda x: student.prefix_mean(x), x64(2, 6, 3), "prefix_mean", rng=rng)
