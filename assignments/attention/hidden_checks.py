@@ -344,6 +344,7 @@ def learned_positions(t):
     assert_close(call(t, module, x, what=what), x + state["table.weight"].double()[:6], what)
     ref = reference_module(t.ref.LearnedPositions(max_len, d), state, F64)
     assert_param_grads(module, ref, [x], what, rng=t.rng)
+    gradcheck(module, [x], [0], what)
 
 
 @check(6, 1.5, "apply_rope rotates pairs (2k, 2k+1) by position * base^(-2k/d)", uses=("apply_rope",))
@@ -354,6 +355,7 @@ def rope_hidden(t):
     assert_close(t.student.apply_rope(x, positions), t.ref.apply_rope(x, positions),
                  "apply_rope(x (2, 3, 5, 8), positions=tensor([7, 0, 3, 12, 4]))")
     assert_close(t.student.apply_rope(x, None, 500.0), t.ref.apply_rope(x, None, 500.0), "apply_rope(x, base=500.0)")
+    gradcheck(t.student.apply_rope, [x[0], positions], [0], "apply_rope(x, positions)")
 
 
 @check(6, 1, "RoPE keeps norms, and q.k depends only on the position offset", uses=("apply_rope",))
