@@ -92,7 +92,9 @@ def true_weights(q, k, mask) -> torch.Tensor:
     return torch.softmax(scores, -1)
 
 
-@check(2, 2, "scaled_dot_product_attention against F.scaled_dot_product_attention", uses=SDPA)
+@check(2, 2, "scaled_dot_product_attention against F.scaled_dot_product_attention", uses=SDPA,
+       hint="the 1/sqrt(d_k) scaling (d_k = q.size(-1)), the softmax dimension (over keys: dim=-1), and the "
+            "mask's meaning (True = may attend), applied to the scores before the softmax.")
 def sdpa_vs_builtin(t):
     masks = {"no mask": None, "a (T_q, T_k) mask": random_mask(t, TQ, TK),
              "a (B, 1, 1, T_k) mask": random_mask(t, B, 1, 1, TK), "a (B, h, T_q, T_k) mask": random_mask(t, B, H, TQ, TK)}
@@ -212,7 +214,9 @@ def split_merge_heads(t):
                  f"merge_heads(x (2, {HEADS}, 5, {D // HEADS}))")
 
 
-@check(4, 2, "MultiHeadAttention against nn.MultiheadAttention (self-attention, masks)", uses=MHA)
+@check(4, 2, "MultiHeadAttention against nn.MultiheadAttention (self-attention, masks)", uses=MHA,
+       hint="split_heads (view as (B, T, h, d_head), then transpose), the output projection, and passing the "
+            "mask on to scaled_dot_product_attention.")
 def mha_vs_builtin(t):
     state, T = mha_state(t), 5
     causal = torch.ones(T, T, dtype=torch.bool).tril()
@@ -288,7 +292,8 @@ def builtin_gqa(state: dict, x, n_heads: int, n_kv: int, mask) -> torch.Tensor:
     return F.linear(out, state["out_proj.weight"].double(), state["out_proj.bias"].double())
 
 
-@check(5, 2, "GroupedQueryAttention against SDPA with enable_gqa (GQA and MQA)", uses=GQA)
+@check(5, 2, "GroupedQueryAttention against SDPA with enable_gqa (GQA and MQA)", uses=GQA,
+       hint="query head i uses key/value head i // (n_heads // n_kv_heads): repeat_interleave, not repeat.")
 def gqa_vs_builtin(t):
     T = 5
     causal = torch.ones(T, T, dtype=torch.bool).tril()
