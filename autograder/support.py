@@ -46,4 +46,54 @@ def random_sentences(seed: int, n_sentences: int, length: int, vocab_size: int) 
     return [rng.choices(words, k=length) for _ in range(n_sentences)]
 
 
-FACTORIES = {"TableLM": TableLM, "random_sentences": random_sentences}
+class SmoothFunction:
+    """f(x) = sum(sin(A x + c)) + x.x / 2 for an array x of a fixed shape, with its exact gradient.
+
+    Why: a gradient checker is graded on a function whose gradient the grader knows exactly and
+    whose curvature is large enough that a one-sided difference or a coarse step shows.
+    """
+
+    def __init__(self, seed: int, shape):
+        import numpy as np
+        self.shape = tuple(int(s) for s in shape)
+        n = int(np.prod(self.shape))
+        rng = np.random.default_rng(int(seed))
+        self.A = rng.normal(size=(n + 2, n)) * 1.5 / math.sqrt(n)  # (m, n)
+        self.c = rng.uniform(-1.0, 1.0, size=n + 2)  # (m,)
+
+    def __call__(self, x) -> float:
+        import numpy as np
+        flat = np.asarray(x, dtype=np.float64).reshape(-1)
+        return float(np.sin(self.A @ flat + self.c).sum() + 0.5 * flat @ flat)
+
+    def grad(self, x):
+        import numpy as np
+        flat = np.asarray(x, dtype=np.float64).reshape(-1)
+        return (self.A.T @ np.cos(self.A @ flat + self.c) + flat).reshape(self.shape)
+
+
+# The backprop assignment's word-level Shakespeare: the grader and the notebook's experiments
+# encode text the same way. A stream of word ids, one "</s>" after every verse line.
+WORD_PATTERN = r"[a-z]+(?:'[a-z]+)*|[^\sa-z]"  # the ngram assignment's tokenizer
+
+
+def word_vocab(lines, size: int) -> list[str]:
+    """["</s>", "<unk>"] then the size-2 most frequent words of `lines` (ties broken by the word)."""
+    import re
+    from collections import Counter
+    counts = Counter(w for line in lines for w in re.findall(WORD_PATTERN, line.lower()))  # never "<unk>", "</s>"
+    return ["</s>", "<unk>"] + sorted(counts, key=lambda w: (-counts[w], w))[:size - 2]
+
+
+def word_ids(lines, vocab: list[str]):
+    """int64 ids of the words of every line followed by "</s>"; words outside vocab are "<unk>"."""
+    import re
+
+    import numpy as np
+    index = {w: i for i, w in enumerate(vocab)}
+    unk, end = index["<unk>"], index["</s>"]
+    ids = [i for line in lines for i in [index.get(w, unk) for w in re.findall(WORD_PATTERN, line.lower())] + [end]]
+    return np.array(ids, dtype=np.int64)
+
+
+FACTORIES = {"TableLM": TableLM, "random_sentences": random_sentences, "SmoothFunction": SmoothFunction}

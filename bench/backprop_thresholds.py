@@ -1,0 +1,98 @@
+"""How much room the backprop Q6 perplexity threshold leaves, measured over several seeds.
+
+The grader trains the student's `train_ffnn` with fixed settings and one seed and passes it when
+its perplexity on the test plays is at most the reference's (same settings, same seed) plus
+PPL_MARGIN. A correct student's code draws its random numbers differently from the reference, which
+is like another seed, so this prints the reference over five seeds and correct variants that
+use their randomness differently, and buggy or weaker ones that should fail, all as ratios to the
+reference at the grader's seed. Each training run is single-threaded, as in the grader's worker.
+
+Run: .venv/bin/python bench/backprop_thresholds.py   (about five minutes)
+"""
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: as in the worker
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import importlib.util  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import types  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def load(name: str, path: Path, text: str | None = None):
+    if text is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    module = types.ModuleType(name)
+    exec(compile(text, str(path), "exec"), module.__dict__)  # noqa: S102 - our own reference, edited
+    return module
+
+
+REFERENCE_TEXT = (ROOT / "solutions" / "backprop.py").read_text()
+ref = load("ref", ROOT / "solutions" / "backprop.py")
+hidden = load("hidden", ROOT / "assignments" / "backprop" / "hidden_checks.py")
+
+
+def variant(*edits) -> types.ModuleType:
+    text = REFERENCE_TEXT
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return load("variant", ROOT / "solutions" / "backprop.py", text)
+
+
+SAMPLING = "        batch = rng.integers(0, len(targets), size=batch_size)\n"
+VARIANTS = {
+    "correct: epochs of shuffled positions": variant((
+        "    rng = np.random.default_rng(seed + 1)\n",
+        "    rng = np.random.default_rng(seed + 1)\n    order, at = rng.permutation(len(targets)), 0\n"), (
+        SAMPLING,
+        "        if at + batch_size > len(order):\n            order, at = rng.permutation(len(targets)), 0\n"
+        "        batch, at = order[at:at + batch_size], at + batch_size\n")),
+    "correct: batches from another stream": variant((
+        "    rng = np.random.default_rng(seed + 1)\n", "    rng = np.random.default_rng(seed + 7)\n")),
+    "correct: init drawn in another order": variant((
+        '        "E": rng.normal(0.0, 0.1, size=(vocab_size, dim)),\n'
+        '        "W": rng.uniform(-1.0, 1.0, size=(hidden, context * dim)) / np.sqrt(context * dim),\n',
+        '        "W": rng.uniform(-1.0, 1.0, size=(hidden, context * dim)) / np.sqrt(context * dim),\n'
+        '        "E": rng.normal(0.0, 0.1, size=(vocab_size, dim)),\n')),
+    "bug: tanh derivative 1 - h": variant(("return dout * (1.0 - h ** 2)", "return dout * (1.0 - h)")),
+    "bug: embedding backward assigns": variant(("    np.add.at(dE, ids, dout)\n", "    dE[ids] = dout\n")),
+    "weak: half the steps": None,
+}
+
+
+def perplexity(module, seed: int, **overrides) -> float:
+    train, test = hidden.shakespeare_ids()
+    params, _ = module.train_ffnn(train, hidden.VOCAB_SIZE, **{**hidden.TRAIN_SETTINGS, "seed": seed, **overrides})
+    return hidden.heldout_perplexity(ref, params, test, hidden.TRAIN_SETTINGS["context"])
+
+
+def main():
+    seed = hidden.TRAIN_SETTINGS["seed"]
+    start = time.process_time()
+    base = perplexity(ref, seed)
+    took = time.process_time() - start
+    print(f"reference, grader's seed {seed}: test perplexity {base:.2f} (threshold x{1 + hidden.PPL_MARGIN:.2f} = "
+          f"{base * (1 + hidden.PPL_MARGIN):.2f}); one training + scoring run: {took:.1f} s CPU")
+    seeds = [seed + 1 + i for i in range(4)]
+    print(f"{'':40s}" + "".join(f"{s:>8d}" for s in seeds) + "     max")
+    rows = {"reference, other seeds": (ref, {})}
+    rows.update({name: (module or ref, {} if module else {"steps": hidden.TRAIN_SETTINGS["steps"] // 2})
+                 for name, module in VARIANTS.items()})
+    for name, (module, overrides) in rows.items():
+        ratios = [perplexity(module, s, **overrides) / base for s in seeds]
+        print(f"{name:40s}" + "".join(f"{r:8.3f}" for r in ratios) + f"{max(ratios):8.3f}", flush=True)
+    print("(ratios to the reference at the grader's seed; pass when <= 1 + PPL_MARGIN)")
+
+
+if __name__ == "__main__":
+    main()

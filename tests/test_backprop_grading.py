@@ -1,0 +1,78 @@
+"""backprop: the staff solution notebook gets every point, the untouched starter none (without a
+crash), and the checks are laid out as the README says."""
+import pytest
+
+from autograder import assignments, build, runner
+
+BACKPROP = assignments.get("backprop")
+
+
+@pytest.fixture(scope="module")
+def solution_report(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("solutions")
+    build.build(solutions_dir=folder, assignments=[BACKPROP])
+    return runner.grade(folder / "backprop.ipynb", BACKPROP)
+
+
+def test_staff_solution_passes_every_check(solution_report):
+    failed = {r.name: r.output for r in solution_report.results if not r.passed}
+    assert failed == {}
+    assert solution_report.score == solution_report.max_score
+    assert {r.question for r in solution_report.results} == set(BACKPROP.questions)
+
+
+def test_training_check_reports_perplexity_and_threshold(solution_report):
+    output = next(r.output for r in solution_report.results if r.name == "shakespeare_ffnn")
+    assert "perplexity" in output and "threshold" in output
+
+
+def test_untouched_starter_scores_zero_with_a_message_per_check():
+    report = runner.grade(BACKPROP.starter_path, BACKPROP)
+    assert report.score == 0
+    assert len(report.results) == len(BACKPROP.checks())
+    assert all("not implemented yet" in r.output for r in report.results)
+    assert not any("grader could not finish" in r.output for r in report.results)
+
+
+def test_every_question_has_public_and_hidden_checks():
+    checks = [fn.lmgrade_check for fn in BACKPROP.checks()]
+    assert {c.question for c in checks if c.public} == set(BACKPROP.questions)
+    assert {c.question for c in checks if not c.public} == set(BACKPROP.questions)
+    assert all(c.points > 0 for c in checks)
+    assert sum(c.points for c in checks) == 34
+
+
+def test_hidden_small_case_matches_the_reference():
+    """The numbers written out in hidden_checks.py are the reference's (and torch's) for that model."""
+    import numpy as np
+
+    from autograder.assignments import _load_module
+    hidden = _load_module(BACKPROP.dir / "hidden_checks.py", "lmgrade_checks_backprop_hidden")
+    ref = BACKPROP.reference()
+    loss, grads = ref.ffnn_loss_and_grads(hidden.SMALL_PARAMS, hidden.SMALL_CONTEXTS, hidden.SMALL_TARGETS)
+    _, torch_loss, torch_grads = hidden.torch_ffnn(hidden.SMALL_PARAMS, hidden.SMALL_CONTEXTS, hidden.SMALL_TARGETS)
+    assert loss == pytest.approx(hidden.SMALL_LOSS, rel=1e-14) and torch_loss == pytest.approx(loss, rel=1e-14)
+    for name in hidden.PARAM_NAMES:
+        np.testing.assert_allclose(grads[name], hidden.SMALL_GRADS[name], rtol=1e-13, atol=1e-16)
+        np.testing.assert_allclose(torch_grads[name], hidden.SMALL_GRADS[name], rtol=1e-13, atol=1e-16)
+
+
+def test_word_vocab_and_ids_encode_lines_with_end_markers_and_unk():
+    from autograder.support import word_ids, word_vocab
+    lines = ["The king, the KING!", "a king's crown", "the end"]
+    vocab = word_vocab(lines, 5)  # </s>, <unk>, then by count (the: 3, king: 2), ties by the word
+    assert vocab == ["</s>", "<unk>", "the", "king", "!"]
+    assert word_ids(lines, vocab).tolist() == [2, 3, 1, 2, 3, 4, 0, 1, 1, 1, 0, 2, 1, 0]
+    assert word_ids([], vocab).dtype.name == "int64"
+
+
+def test_smooth_function_gradient_is_exact():
+    import numpy as np
+
+    from autograder.gradients import finite_difference
+    from autograder.support import SmoothFunction
+    f = SmoothFunction(3, (2, 4))
+    x = np.random.default_rng(0).normal(size=(2, 4))
+    assert isinstance(f(x), float)
+    np.testing.assert_allclose(f.grad(x), finite_difference(f, x), rtol=1e-7, atol=1e-8)
+    assert np.abs(f.grad(x)).max() > 0.1
