@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from autograder import assignments, build, results, runner
+from autograder import assignments, batch, build, results, runner
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,6 +21,16 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("build", help="regenerate starter notebooks, reference modules and public fixtures")
     p.add_argument("--check", action="store_true", help="exit 1 if a committed generated file is stale")
     p.add_argument("--solutions", type=Path, metavar="DIR", help="also write the staff solution notebooks into DIR")
+    p.add_argument("--student-bundle", type=Path, metavar="DIR",
+                   help="also write what students download into DIR (starters, public checks, train/validation data)")
+    p.add_argument("--assignment", action="append", choices=assignments.IDS,
+                   help="with --student-bundle: bundle only this assignment (repeatable; default: every finished one)")
+
+    p = sub.add_parser("gradescope", help="course staff: the Gradescope autograder")
+    gs = p.add_subparsers(dest="gradescope_command", required=True)
+    p = gs.add_parser("build", help="write the autograder zip to upload to Gradescope")
+    p.add_argument("--assignment", required=True, choices=assignments.IDS)
+    p.add_argument("--output", type=Path, metavar="ZIP", help="default: build/gradescope-<assignment>.zip")
 
     p = sub.add_parser("check", help="run the public checks on your notebook (what a student runs)")
     p.add_argument("notebook", type=Path)
@@ -30,14 +40,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("submissions", nargs="+", type=Path)
     p.add_argument("--assignment", required=True, choices=assignments.IDS)
     p.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
-    p.add_argument("--question", action="append", help="grade only this question (repeatable)")
+    p.add_argument("--question", action="append",
+                   help="grade only this question (repeatable); with --out: regrade it across the batch")
     p.add_argument("--json", type=Path, metavar="PATH", help="write Gradescope results.json here (one submission)")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="batch mode: write grades.csv, feedback/, summary.txt and histogram.png into DIR")
+    p.add_argument("--jobs", type=int, default=1, metavar="N", help="batch mode: grade N submissions at a time")
+    p.add_argument("--force", action="store_true", help="batch mode: regrade submissions graded before")
 
     sub.add_parser("selfcheck", help="build, then grade the staff solution and the starter of every finished assignment")
 
     args = parser.parse_args(argv)
     try:
-        return {"build": _build, "check": _check, "grade": _grade, "selfcheck": _selfcheck}[args.command](args)
+        return {"build": _build, "check": _check, "grade": _grade, "selfcheck": _selfcheck,
+                "gradescope": _gradescope}[args.command](args)
     except (assignments.UnknownAssignment, ValueError) as exc:
         print(f"lmgrade: error: {exc}", file=sys.stderr)
         return 2
@@ -47,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _build(args) -> int:
+    if args.assignment and not args.student_bundle:
+        raise ValueError("--assignment goes with --student-bundle")
     stale = build.build(check=args.check, solutions_dir=args.solutions)
     verb = "out of date" if args.check else "written"
     for path in stale:
@@ -56,6 +74,24 @@ def _build(args) -> int:
         return 1
     if not stale:
         print("All generated files are up to date.")
+    if args.student_bundle:
+        from autograder import bundle
+        chosen = [assignments.get(i) for i in dict.fromkeys(args.assignment)] if args.assignment else None
+        try:
+            written = bundle.write(args.student_bundle, chosen)
+        except bundle.BundleError as exc:
+            raise ValueError(str(exc)) from None
+        print(f"student bundle: {len(written)} files in {args.student_bundle} "
+              f"(install: cd {args.student_bundle} && pip install -e .)")
+    return 0
+
+
+def _gradescope(args) -> int:
+    from autograder import gradescope
+    assignment = assignments.get(args.assignment)
+    out = gradescope.build_zip(assignment, args.output or Path("build") / f"gradescope-{assignment.id}.zip")
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB): upload it as the autograder of `{assignment.id}` "
+          "(Gradescope settings: see the README, section Gradescope)")
     return 0
 
 
@@ -85,11 +121,16 @@ def _check(args) -> int:
 def _grade(args) -> int:
     assignment = assignments.get(args.assignment)
     device = runner.resolve_device(args.device)
+    if args.out is not None or any(p.is_dir() or p.suffix.lower() == ".zip" for p in args.submissions):
+        return _grade_batch(args, assignment, device)
+    if args.jobs != 1 or args.force:
+        raise ValueError("--jobs and --force are batch options: add --out DIR")
     if args.json and len(args.submissions) != 1:
         raise ValueError("--json writes one results file: give exactly one submission")
     missing = [str(p) for p in args.submissions if not p.is_file()]
     if missing:
         raise ValueError(f"no such submission file: {', '.join(missing)}")
+    secrets = batch.secret_lines(assignment)
     for path in args.submissions:
         try:
             report = runner.grade(path, assignment, device=device,
@@ -99,9 +140,33 @@ def _grade(args) -> int:
                 results.write_json(results.failure_json(f"{type(exc).__name__}: {exc}"), args.json)
             print(f"lmgrade: grading {path} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 1
+        batch.redact_report(report, secrets, path)  # no text of the grader's files in feedback
         print(results.format_table(report, assignment.questions))
         if args.json:
             results.write_json(results.gradescope_json(report), args.json)
+    return 0
+
+
+def _grade_batch(args, assignment, device: str) -> int:
+    """A folder, a Gradescope export or many files: grades.csv, feedback files, summary, histogram."""
+    if args.out is None:
+        raise ValueError("grading a folder or a .zip writes grades.csv and feedback files: add --out DIR")
+    if args.json:
+        raise ValueError("--json is for one submission; in batch mode feedback goes to --out DIR/feedback")
+    if args.jobs < 1:
+        raise ValueError("--jobs must be at least 1")
+    missing = [str(p) for p in args.submissions if not p.exists()]
+    if missing:
+        raise ValueError(f"no such submission file or folder: {', '.join(missing)}")
+    result = batch.run(args.submissions, assignment, args.out, jobs=args.jobs, device=device,
+                       questions=args.question, force=args.force)
+    print(result.summary)
+    print(f"wrote {args.out / 'grades.csv'}, {args.out / 'feedback'}/, {args.out / 'summary.txt'}, "
+          f"{args.out / 'histogram.png'}")
+    if result.errors:
+        print(f"lmgrade: {len(result.errors)} submission(s) could not be graded; run the same command again "
+              "to retry them", file=sys.stderr)
+        return 1
     return 0
 
 

