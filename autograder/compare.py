@@ -43,6 +43,22 @@ def as_array(value) -> tuple[np.ndarray, str]:
     return arr, arr.dtype.name
 
 
+def parts(value, n: int, what: str) -> list:
+    """A returned tuple of n values, or a clear failure."""
+    if not isinstance(value, (tuple, list)) or len(value) != n:
+        raise CheckFailed(f"{what}: expected a tuple of {n} values, got {type(value).__name__}"
+                          + (f" of length {len(value)}" if isinstance(value, (tuple, list)) else ""))
+    return list(value)
+
+
+def as_bool(value, what: str) -> bool:
+    """A Python or numpy bool (not a number, not an array of several)."""
+    if isinstance(value, (bool, np.bool_)) or (
+            isinstance(value, np.ndarray) and value.dtype == np.bool_ and value.shape == ()):
+        return bool(value)
+    raise CheckFailed(f"{what}: expected a bool, got {type(value).__name__} {value!r:.60}")
+
+
 def assert_shape(got, shape: tuple, what: str) -> None:
     arr, _ = as_array(got)
     if tuple(arr.shape) != tuple(shape):

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from autograder.checks import check
-from autograder.compare import as_array, assert_close, assert_finite, assert_shape
+from autograder.compare import as_array, as_bool, assert_close, assert_finite, assert_shape, parts
 from autograder.errors import CheckFailed
 from autograder.gradients import assert_gradient, finite_difference
 from autograder.perplexity import assert_perplexity
@@ -50,21 +50,6 @@ assert_close, assert_gradient, assert_shape, assert_finite = map(
 
 
 # ---- helpers --------------------------------------------------------------------------------
-def parts(value, n: int, what: str) -> list:
-    if not isinstance(value, (tuple, list)) or len(value) != n:
-        raise CheckFailed(f"{what}: expected a tuple of {n} values, got {type(value).__name__}"
-                          + (f" of length {len(value)}" if isinstance(value, (tuple, list)) else ""))
-    return list(value)
-
-
-def as_bool(value, what: str) -> bool:
-    """A Python or numpy bool (not a number, not an array of several)."""
-    if isinstance(value, (bool, np.bool_)) or (
-            isinstance(value, np.ndarray) and value.dtype == np.bool_ and value.shape == ()):
-        return bool(value)
-    raise CheckFailed(f"{what}: ok should be a bool, got {type(value).__name__} {value!r:.60}")
-
-
 def param_dict(value, what: str) -> dict:
     if not isinstance(value, dict) or set(value) != set(PARAM_NAMES):
         keys = sorted(map(str, value)) if isinstance(value, dict) else type(value).__name__

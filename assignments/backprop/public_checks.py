@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from autograder.checks import check
-from autograder.compare import as_array, assert_close, assert_shape
+from autograder.compare import as_array, as_bool, assert_close, assert_shape, parts
 from autograder.errors import CheckFailed
 from autograder.gradients import assert_gradient
 
@@ -32,22 +32,6 @@ def in_context(compare):
 
 
 assert_close, assert_gradient, assert_shape = map(in_context, (assert_close, assert_gradient, assert_shape))
-
-
-def parts(value, n: int, what: str) -> list:
-    """A returned tuple of n values, or a clear failure."""
-    if not isinstance(value, (tuple, list)) or len(value) != n:
-        raise CheckFailed(f"{what}: expected a tuple of {n} values, got {type(value).__name__}"
-                          + (f" of length {len(value)}" if isinstance(value, (tuple, list)) else ""))
-    return list(value)
-
-
-def as_bool(value, what: str) -> bool:
-    """A Python or numpy bool (not a number, not an array of several)."""
-    if isinstance(value, (bool, np.bool_)) or (
-            isinstance(value, np.ndarray) and value.dtype == np.bool_ and value.shape == ()):
-        return bool(value)
-    raise CheckFailed(f"{what}: ok should be a bool, got {type(value).__name__} {value!r:.60}")
 
 
 def param_dict(value, what: str) -> dict:
