@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.compare import assert_close, assert_dtype, assert_equal, assert_finite, assert_shape
+from autograder.compare import as_bool, assert_close, assert_dtype, assert_equal, assert_finite, assert_shape, parts
 from autograder.errors import CheckFailed
 from autograder.gradients import assert_gradient, finite_difference, relative_error
 from autograder.perplexity import assert_perplexity, perplexity_from_logprobs
@@ -132,3 +132,16 @@ def test_worker_places_tensors_on_cuda():
         device, doubled = Student(box).where(torch.ones(3))
     assert device.startswith("cuda") and doubled.lmgrade_device.startswith("cuda")
     assert_close(doubled, torch.full((3,), 2.0), "x * 2 on cuda")
+
+
+def test_parts_and_as_bool_accept_what_they_should_and_say_what_was_wrong():
+    assert parts((1, 2), 2, "f()") == [1, 2] and parts([1, 2], 2, "f()") == [1, 2]
+    with pytest.raises(CheckFailed, match="expected a tuple of 2 values, got tuple of length 3"):
+        parts((1, 2, 3), 2, "f()")
+    with pytest.raises(CheckFailed, match="got ndarray"):
+        parts(np.zeros(2), 2, "f()")
+    assert as_bool(True, "ok") is True and as_bool(np.bool_(False), "ok") is False
+    assert as_bool(np.array(True), "ok") is True
+    for wrong in (1, 0.0, np.array([True, False]), "True"):
+        with pytest.raises(CheckFailed, match="expected a bool"):
+            as_bool(wrong, "ok")
