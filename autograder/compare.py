@@ -18,8 +18,20 @@ TOLERANCES = {
 }
 
 
-def as_array(value) -> tuple[np.ndarray, str]:
-    """A float64/int numpy view of a number, array or tensor, plus the dtype name it came with."""
+def as_array(value, what: str = "") -> tuple[np.ndarray, str]:
+    """A float64/int numpy view of a number, array or tensor, plus the dtype name it came with.
+
+    `what` names the call in the failure when the value is not numbers at all.
+    """
+    try:
+        return _as_array(value)
+    except CheckFailed as exc:
+        if what:
+            raise CheckFailed(f"{what}: {exc}") from None
+        raise
+
+
+def _as_array(value) -> tuple[np.ndarray, str]:
     if hasattr(value, "detach") and hasattr(value, "dtype"):  # torch tensor decoded by the grader
         dtype = str(value.dtype).removeprefix("torch.")
         t = value.detach().cpu()
@@ -60,13 +72,13 @@ def as_bool(value, what: str) -> bool:
 
 
 def assert_shape(got, shape: tuple, what: str) -> None:
-    arr, _ = as_array(got)
+    arr, _ = as_array(got, what)
     if tuple(arr.shape) != tuple(shape):
         raise CheckFailed(f"{what}: expected shape {tuple(shape)}, got {tuple(arr.shape)}.")
 
 
 def assert_dtype(got, dtype: str, what: str) -> None:
-    _, name = as_array(got)
+    _, name = as_array(got, what)
     if name != dtype:
         raise CheckFailed(f"{what}: expected dtype {dtype}, got {name}.")
 
@@ -74,7 +86,7 @@ def assert_dtype(got, dtype: str, what: str) -> None:
 def assert_close(got, expected, what: str, *, rtol: float | None = None, atol: float | None = None,
                  check_dtype: bool = False) -> None:
     """|got - expected| <= atol + rtol * |expected| elementwise, NaN matching NaN only."""
-    g, g_dtype = as_array(got)
+    g, g_dtype = as_array(got, what)
     e, e_dtype = as_array(expected)
     if check_dtype and g_dtype != e_dtype:
         raise CheckFailed(f"{what}: expected dtype {e_dtype}, got {g_dtype}.")
@@ -164,7 +176,7 @@ def _difference(got, expected, path: str) -> str | None:
 
 
 def assert_finite(got, what: str) -> None:
-    arr, _ = as_array(got)
+    arr, _ = as_array(got, what)
     bad = ~np.isfinite(arr.astype(np.float64))
     if bad.any():
         idx = _index(np.argmax(bad), arr.shape)

@@ -39,6 +39,6 @@ def relative_error(got, expected) -> float:
 def assert_gradient(got, expected, what: str, *, rtol: float = 1e-7, atol: float = 1e-9) -> None:
     """Gradients in float64 with tight tolerances, and all-zero gradients never pass by accident."""
     e = as_array(expected)[0]
-    if np.all(as_array(got)[0] == 0) and np.any(e != 0):
+    if np.all(as_array(got, what)[0] == 0) and np.any(e != 0):
         raise CheckFailed(f"{what}: the gradient is all zeros; is the backward pass connected to the inputs?")
     assert_close(got, expected, what, rtol=rtol, atol=atol)

@@ -9,7 +9,7 @@ Grading is limited to the questions a variant can affect, to keep the suite fast
 import pytest
 
 from autograder import assignments, runner
-from tests.helpers import solution_text
+from tests.helpers import edited_solution
 
 ATTENTION = assignments.get("attention")
 SDPA_NUMERICS = {"public_sdpa", "sdpa_vs_builtin", "sdpa_stability", "sdpa_fully_masked"}
@@ -133,11 +133,7 @@ CORRECT = {
 
 
 def edited(replacements) -> str:
-    text = solution_text("attention")
-    for old, new in replacements:
-        assert text.count(old) == 1, f"the staff solution changed; update this variant: {old!r}"
-        text = text.replace(old, new)
-    return text
+    return edited_solution("attention", replacements)
 
 
 def grade(tmp_path, text, questions=None):

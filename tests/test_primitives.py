@@ -145,3 +145,10 @@ def test_parts_and_as_bool_accept_what_they_should_and_say_what_was_wrong():
     for wrong in (1, 0.0, np.array([True, False]), "True"):
         with pytest.raises(CheckFailed, match="expected a bool"):
             as_bool(wrong, "ok")
+
+
+def test_a_value_that_is_not_numbers_names_the_call():
+    for compare in (lambda: assert_close("oops", 1.0, "f(x)"), lambda: assert_shape(None, (2,), "f(x)"),
+                    lambda: assert_finite({"a": 1}, "f(x)")):
+        with pytest.raises(CheckFailed, match=r"^f\(x\): expected a number or an array, got"):
+            compare()

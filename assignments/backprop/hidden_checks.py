@@ -32,23 +32,6 @@ PPL_MARGIN = 0.08
 EVAL_EVERY = 3  # score every third position of the test plays (35k of 106k): a third of the time, same figure
 
 
-def in_context(compare):
-    """The engine's comparisons name the call for wrong values; name it for wrong types too."""
-    def wrapped(*args, **options):  # what is always the last positional argument
-        what = args[-1]
-        try:
-            return compare(*args, **options)
-        except CheckFailed as exc:
-            if str(exc).startswith(what):
-                raise
-            raise CheckFailed(f"{what}: {exc}") from None
-    return wrapped
-
-
-assert_close, assert_gradient, assert_shape, assert_finite = map(
-    in_context, (assert_close, assert_gradient, assert_shape, assert_finite))
-
-
 # ---- helpers --------------------------------------------------------------------------------
 def param_dict(value, what: str) -> dict:
     if not isinstance(value, dict) or set(value) != set(PARAM_NAMES):
@@ -58,7 +41,7 @@ def param_dict(value, what: str) -> dict:
 
 
 def scalar(value, what: str) -> float:
-    arr = in_context(lambda got, _, what: as_array(got)[0])(value, None, what)
+    arr = as_array(value, what)[0]
     if arr.shape != ():
         raise CheckFailed(f"{what}: expected a single number, got an array of shape {arr.shape}")
     return float(arr)
@@ -564,7 +547,7 @@ def shakespeare_ffnn(t):
     params, losses = parts(t.student.train_ffnn(t.student.put(train, "training ids"), VOCAB_SIZE, **TRAIN_SETTINGS),
                            2, what)
     params = checked_params(params, what)
-    losses = in_context(lambda got, _, what: as_array(got)[0])(losses, None, f"{what}: losses")
+    losses = as_array(losses, f"{what}: losses")[0]
     if losses.shape != (TRAIN_SETTINGS["steps"],):
         raise CheckFailed(f"{what}: expected a list of {TRAIN_SETTINGS['steps']} losses (one per step), got shape "
                           f"{losses.shape}")
