@@ -116,23 +116,29 @@ class Worker:
         return self.objects[handle.id]
 
     def decode(self, tree, arrays):
-        value = wire.decode(tree, arrays, resolve_handle=self.resolve)
+        value = wire.decode(tree, arrays, resolve_handle=lambda handle: _Held(self.resolve(handle)))
         return self.place_tensors(value)
 
     def place_tensors(self, value):
-        """Tensors arrive on the CPU; move them to the grading device with their dtype."""
+        """Tensors arrive on the CPU; move them to the grading device with their dtype.
+
+        Containers the grader sent are rebuilt; an object passed by handle is the worker's own and is
+        handed over as it is (never a copy), so a check can see what a call did to its argument.
+        """
+        if type(value) is _Held:
+            return value.obj
         torch = sys.modules.get("torch")
-        if torch is None:
-            return value
-        if isinstance(value, torch.Tensor):
+        if torch is not None and isinstance(value, torch.Tensor):
             t = value.to(self.device)
             return t.requires_grad_(True) if getattr(value, "lmgrade_requires_grad", False) else t
         if type(value) is list:
+            if all(type(v) in _PLAIN for v in value):  # token lists: nothing to place
+                return value
             return [self.place_tensors(v) for v in value]
         if type(value) is tuple:
             return tuple(self.place_tensors(v) for v in value)
         if type(value) is dict:
-            return {k: self.place_tensors(v) for k, v in value.items()}
+            return {self.place_tensors(k): self.place_tensors(v) for k, v in value.items()}
         return value
 
     def target(self, spec: dict):
@@ -312,6 +318,24 @@ def _tensors(value) -> list:
     if isinstance(value, dict):
         return [t for v in value.values() for t in _tensors(v)]
     return []
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+class _Held:
+    """An object resolved from a handle while decoding: placed as it is, not rebuilt."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other) -> bool:
+        return type(other) is _Held and other.obj is self.obj
 
 
 class _Missing(Exception):

@@ -1,0 +1,124 @@
+"""Side effects and repeatability: does a student's function leave its inputs alone, and give the
+same answer twice?
+
+Why: a function that sorts its caller's list, normalizes an array in place or adds positions into
+its input tensor returns the right value once and corrupts everything after it. Comparing return
+values never shows that, so the arguments are stored in the student's process first, the function
+is called on those very objects, and they are read back and compared with what the grader sent.
+A function that lies about its inputs can only hide its own bug of this kind; every value it
+returns is still checked by the caller.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from autograder.errors import CheckFailed
+from autograder.remote import Remote, describe_args
+
+__all__ = ["call_pure", "call_twice", "first_difference"]
+
+
+def call_pure(fn: Remote, *args, what: str | None = None, **kwargs):
+    """`fn(*args, **kwargs)` in the student's process; fails if the call changed any argument."""
+    student = fn._student
+    what = what or f"{fn._label}({describe_args(args, kwargs)})"
+    sent_args, sent_kwargs, stored = [], {}, []
+    for position, value in enumerate(args):
+        sent_args.append(_store(student, value, f"argument {position + 1}", stored))
+    for key, value in kwargs.items():
+        sent_kwargs[key] = _store(student, value, f"argument `{key}`", stored)
+    result = fn(*sent_args, **sent_kwargs)
+    for label, original, handle in stored:
+        after = handle.get()
+        difference = first_difference(original, after)
+        if difference is not None:
+            raise CheckFailed(f"{what} changed its {label} ({difference}); the docstring says inputs are not "
+                              "modified. Work on a copy (x.copy(), x.clone(), list(x)) or use operations that "
+                              "return new objects instead of in-place ones (+= on an array, masked_fill_, sort()).")
+    return result
+
+
+def call_twice(fn: Remote, *args, what: str | None = None, **kwargs):
+    """Two identical calls must give identical results; returns the first."""
+    what = what or f"{fn._label}({describe_args(args, kwargs)})"
+    first = fn(*args, **kwargs)
+    second = fn(*args, **kwargs)
+    difference = first_difference(first, second)
+    if difference is not None:
+        raise CheckFailed(f"two identical calls {what} returned different results ({difference}): is randomness "
+                          "left on (a generator created without the given seed), or does the function keep state "
+                          "between calls (a global, a default argument that is a list)?")
+    return first
+
+
+def _store(student, value, label: str, stored: list):
+    """Mutable values go to the worker once and are passed by handle; others are sent as they are."""
+    if not _mutable(value):
+        return value
+    handle = student.put(value, label)
+    stored.append((label, value, handle))
+    return handle
+
+
+def _mutable(value) -> bool:
+    if isinstance(value, (list, dict, set, np.ndarray)) or _is_tensor(value):
+        return True
+    return isinstance(value, tuple) and any(_mutable(v) for v in value)
+
+
+def _is_tensor(value) -> bool:
+    return not isinstance(value, Remote) and hasattr(value, "detach") and hasattr(value, "dtype") and hasattr(value, "shape")
+
+
+def first_difference(expected, got, path: str = "") -> str | None:
+    """A short description of where two plain values differ (None when they are identical)."""
+    where = f" at {path}" if path else ""
+    if _is_tensor(expected) or isinstance(expected, np.ndarray):
+        e = expected.detach().cpu().numpy() if _is_tensor(expected) else expected
+        if not (_is_tensor(got) or isinstance(got, np.ndarray)):
+            return f"an array became {type(got).__name__}{where}"
+        g = got.detach().cpu().numpy() if _is_tensor(got) else got
+        if e.shape != g.shape:
+            return f"shape {tuple(e.shape)} became {tuple(g.shape)}{where}"
+        if str(e.dtype) != str(g.dtype):
+            return f"dtype {e.dtype} became {g.dtype}{where}"
+        same = (e == g) | ((e != e) & (g != g)) if e.dtype.kind in "fc" else (e == g)
+        if not np.all(same):
+            index = tuple(int(i) for i in np.argwhere(~np.asarray(same))[0])
+            return f"element {index}{where} was {e[index]!r}, now {g[index]!r}"
+        return None
+    if isinstance(expected, float) and isinstance(got, float) and math.isnan(expected) and math.isnan(got):
+        return None
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(got, (list, tuple)) or len(got) != len(expected):
+            return f"{_size(expected)} became {_size(got)}{where}"
+        for i, (e, g) in enumerate(zip(expected, got)):
+            difference = first_difference(e, g, f"{path}[{i}]")
+            if difference is not None:
+                return difference
+        return None
+    if isinstance(expected, dict):
+        if not isinstance(got, dict):
+            return f"a dict became {type(got).__name__}{where}"
+        if set(expected) != set(got):
+            extra = sorted(map(repr, set(got) - set(expected)))[:3]
+            gone = sorted(map(repr, set(expected) - set(got)))[:3]
+            return f"keys changed{where}" + (f": added {', '.join(extra)}" if extra else "") + \
+                (f"; removed {', '.join(gone)}" if gone else "")
+        for key in expected:
+            difference = first_difference(expected[key], got[key], f"{path}[{key!r}]")
+            if difference is not None:
+                return difference
+        return None
+    if type(expected) is not type(got) and not (isinstance(expected, (int, float)) and isinstance(got, (int, float))
+                                                 and not isinstance(got, bool) and not isinstance(expected, bool)):
+        return f"{type(expected).__name__} became {type(got).__name__}{where}"
+    if expected != got:
+        return f"{expected!r} became {got!r}{where}"
+    return None
+
+
+def _size(value) -> str:
+    return f"{type(value).__name__} of {len(value)}" if isinstance(value, (list, tuple)) else type(value).__name__
