@@ -172,8 +172,13 @@ def _grade_batch(args, assignment, device: str) -> int:
 
 def _selfcheck(args) -> int:
     """The quick-start job: the staff solution must score full marks, the starter zero."""
-    stale = build.build()
-    print(f"build: {len(stale)} generated file(s) updated" if stale else "build: generated files up to date")
+    stale = build.build(check=True)  # the quick start never rewrites a committed file
+    if stale:
+        for path in stale:
+            print(f"out of date: {path.relative_to(assignments.ROOT) if path.is_relative_to(assignments.ROOT) else path}")
+        print("selfcheck: generated files are stale; run `lmgrade build` first (course staff editing a source)")
+        return 1
+    print("build: generated files up to date")
     finished = [a for a in assignments.available() if a.finished]
     rows, ok = [], True
     with tempfile.TemporaryDirectory(prefix="lmgrade-selfcheck-") as tmp:
