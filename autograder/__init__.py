@@ -2,16 +2,10 @@
 from __future__ import annotations
 
 
-def check_notebook(path: str = "", assignment: str | None = None) -> None:
-    """Run the public checks on a saved notebook from inside Jupyter (save the notebook first).
+def check_notebook(path: str = "", assignment: str | None = None, question: int | str | None = None) -> None:
+    """Run the public checks on this notebook (found automatically) or on `path`; `question=N` for one question.
 
-    The checks run in a separate process on the file on disk, exactly as the grader will see it.
+    The checks run in a separate process on the saved file, exactly as the grader will see it.
     """
-    import subprocess
-    import sys
-
-    command = [sys.executable, "-m", "autograder", "check", path]
-    if assignment:
-        command += ["--assignment", assignment]
-    result = subprocess.run(command, capture_output=True, text=True)
-    print(result.stdout + result.stderr)
+    from autograder.notebook import check_notebook as run
+    run(path, assignment, question)

@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("check", help="run the public checks on your notebook (what a student runs)")
     p.add_argument("notebook", type=Path)
     p.add_argument("--assignment", choices=assignments.IDS, help="default: read from the notebook")
+    p.add_argument("--question", action="append", help="check only this question (repeatable)")
 
     p = sub.add_parser("grade", help="run every check on submissions (what a TA runs)")
     p.add_argument("submissions", nargs="+", type=Path)
@@ -95,24 +96,13 @@ def _gradescope(args) -> int:
     return 0
 
 
-def _infer_assignment(path: Path) -> str:
-    try:
-        meta = json.loads(path.read_text(errors="replace")).get("metadata", {}).get("lmgrade", {})
-        if meta.get("assignment") in assignments.IDS:
-            return meta["assignment"]
-    except (OSError, ValueError, AttributeError):
-        pass
-    for assignment_id in assignments.IDS:
-        if assignment_id in path.stem:
-            return assignment_id
-    raise ValueError(f"cannot tell which assignment {path.name} is for; pass --assignment")
-
-
 def _check(args) -> int:
     if not args.notebook.exists():
         raise ValueError(f"{args.notebook} does not exist (save the notebook first, and give its file name)")
-    assignment = assignments.get(args.assignment or _infer_assignment(args.notebook))
-    report = runner.grade(args.notebook, assignment, device="cpu", public_only=True)
+    from autograder.notebook import infer_assignment
+    assignment = assignments.get(args.assignment or infer_assignment(args.notebook))
+    report = runner.grade(args.notebook, assignment, device="cpu", public_only=True,
+                          questions=set(args.question) if args.question else None)
     print(results.format_table(report, assignment.questions))
     print("These are the public checks only: hidden checks decide the final score.")
     return 0
