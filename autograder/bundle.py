@@ -76,44 +76,81 @@ def public_files(assignment: Assignment) -> dict[str, str]:
     return out
 
 
+def torch_pin() -> str:
+    """The torch version the grader runs (requirements.lock), so students test on the same one."""
+    lock = ROOT / "requirements.lock"
+    if lock.is_file():
+        for line in lock.read_text().splitlines():
+            if line.strip().startswith("torch=="):
+                return line.split("==", 1)[1].split()[0]
+    try:
+        return importlib.metadata.version("torch").split("+")[0]
+    except importlib.metadata.PackageNotFoundError:
+        return "2.13.0"
+
+
 def _readme(chosen: list[Assignment], data_dir: str) -> str:
     rows = "".join(f"| `{a.id}` | {a.title} | `starter_notebooks/{a.id}.ipynb` |\n" for a in chosen)
+    pin = torch_pin()
+    first = chosen[0].id
     return f"""# Language-model homework: student bundle
 
 | assignment | title | notebook |
 | --- | --- | --- |
 {rows}
-## Install (once)
+## Install (once, on your own machine)
 
-With Python 3.11 or newer, inside this folder (a virtual environment is a good idea):
+Python 3.11 or newer. Inside this folder, in a virtual environment (`python -m venv .venv`, then
+`source .venv/bin/activate`, or `.venv\\Scripts\\activate` on Windows), one command:
 
 ```sh
-pip install -e .
+pip install -e . jupyterlab "torch=={pin}+cpu" --extra-index-url https://download.pytorch.org/whl/cpu
 ```
 
-This installs the `autograder` package the notebooks use (with numpy, torch, Jupyter's notebook
-tools and the Shakespeare text) and the `lmgrade` command. Keep the folder where it is: the
-package reads the assignments from it.
+That is the grader's torch ({pin}), CPU-only (about 200 MB instead of several GB of CUDA
+libraries), the `autograder` package the notebooks use, the `lmgrade` command and JupyterLab. On a
+Mac, where torch wheels are CPU-only anyway: `pip install -e . jupyterlab "torch=={pin}"`. Already
+have a torch you want to keep? `pip install -e .` alone installs nothing it does not need. Keep
+this folder where it is: the package reads the assignments and the data from it.
+
+Open a notebook with `jupyter lab starter_notebooks/{first}.ipynb`, or open the folder in VS Code
+(Python and Jupyter extensions) and pick the `.venv` kernel.
+
+## Google Colab
+
+1. Upload this folder to Google Drive (or the zip, then unzip it in a cell).
+2. Open `starter_notebooks/<assignment>.ipynb` from Drive with Colab.
+3. Run, in the first cell (once per Colab session; no restart needed):
+
+```python
+from google.colab import drive; drive.mount("/content/drive")
+BUNDLE = "/content/drive/MyDrive/lmgrade-homework"   # where you put this folder
+!pip install -q -e {{BUNDLE}}
+import sys; sys.path.insert(0, BUNDLE)   # use it now, without restarting the runtime
+```
+
+Colab's own torch is kept (nothing is reinstalled). The check cell finds the open notebook by itself.
 
 ## Work and check
 
-Open the starter notebook, fill in the cells marked `# GRADED CELL`, **save**, and run the check
-cell at the end, or from a shell:
+Fill in the cells marked `# GRADED CELL`. Run the check cell at the end, or any time:
 
-```sh
-lmgrade check starter_notebooks/<assignment>.ipynb
+```python
+from autograder import check_notebook
+check_notebook()             # every public check
+check_notebook(question=2)   # only question 2's, quicker while you work on it
 ```
 
-These are the public checks only; the hidden checks on Gradescope decide the score. Submit the
-notebook (.ipynb) on Gradescope.
+It grades the **saved** notebook exactly as the grader will (it says which saved version it
+checked and how old it is: save first), in a separate process. From a shell:
+`lmgrade check starter_notebooks/{first}.ipynb`. These are the public checks only; the hidden
+checks on Gradescope decide the score. Submit the notebook (.ipynb) on Gradescope.
 
 ## Data
 
 The notebooks read Shakespeare through `autograder.data.shakespeare` (`lines("train")`,
-`lines("validation")`); it prepares the text on first use and caches it in `~/.cache/lmgrade`.
-The same prepared splits are in `{data_dir}/` (train and validation only: the test plays stay with
-the grader); to use these copies instead, set `LMGRADE_CACHE` to this folder's `data` directory
-before starting Jupyter.
+`lines("validation")`, `text(...)`), from `{data_dir}/` in this folder: train and validation only,
+the test plays stay with the grader.
 """
 
 

