@@ -4,8 +4,6 @@ import pytest
 import torch
 
 from autograder import assignments, build, runner
-from autograder.extract import Cell
-from autograder.forbidden import tainted_names
 
 ATTENTION = assignments.get("attention")
 
@@ -46,32 +44,6 @@ def test_staff_solution_passes_on_cuda(solution_notebook):
     assert {r.name: r.output for r in report.results if not r.passed} == {}
 
 
-def cells(*sources):
-    return [Cell(index=i, number=i + 1, source=s) for i, s in enumerate(sources)]
-
-
-BANNED = ATTENTION.forbidden
-
-
-def test_attribute_import_and_getattr_uses_are_found_and_propagate_through_helpers():
-    found = tainted_names(cells(
-        "import torch.nn.functional as F\ndef attend(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)",
-        "class MHA:\n    def forward(self, x):\n        return attend(x, x, x)",
-        "from torch.nn import MultiheadAttention as M",
-        "import torch\ndef sneaky(x):\n    return getattr(torch.nn.functional, 'scaled_dot_product_attention')(x, x, x)",
-        "def fine(x):\n    return x"), BANNED)
-    assert set(found) == {"attend", "MHA", "M", "sneaky"}
-    assert str(found["MHA"][0]) == "`scaled_dot_product_attention` (graded cell 1, line 3)"
-
-
-def test_own_function_of_the_same_name_and_mentions_in_text_are_not_uses():
-    found = tainted_names(cells(
-        'def scaled_dot_product_attention(q, k, v, mask=None):\n'
-        '    """Unlike F.scaled_dot_product_attention, written by hand."""\n    return q',
-        "def mha(x):\n    print('not nn.MultiheadAttention')\n    return scaled_dot_product_attention(x, x, x)"), BANNED)
-    assert found == {}
-
-
 def test_a_forbidden_use_withholds_only_the_checks_that_grade_it(tmp_path):
     from tests.helpers import solution_text
     text = solution_text("attention").replace(
@@ -83,3 +55,19 @@ def test_a_forbidden_use_withholds_only_the_checks_that_grade_it(tmp_path):
     failed = {r.name: r.output for r in report.results if not r.passed}
     assert set(failed) == {"public_masks", "causal_mask_hidden"}
     assert all("asks you to write yourself" in out for out in failed.values())
+
+
+def test_vars_lookup_of_the_builtin_earns_nothing_in_q2(tmp_path):
+    """Issue 9's spelling, end to end: the static scan withholds every Q2 point (more spellings: test_forbidden)."""
+    from tests.helpers import solution_text
+    text = solution_text("attention").replace(
+        "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., T_q, T_k)\n",
+        "    import torch.nn.functional as F\n    if mask is None:\n"
+        '        out = vars(F)["scaled_dot_product_attention"](q, k, v)\n'
+        "        return out, torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), -1)\n"
+        "    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (..., T_q, T_k)\n")
+    path = tmp_path / "submission.py"
+    path.write_text(text)
+    report = runner.grade(path, ATTENTION, device="cpu", questions={"2"})
+    assert report.results and report.score == 0
+    assert all("asks you to write yourself" in r.output for r in report.results)

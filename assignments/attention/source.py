@@ -16,9 +16,13 @@
 # | Q7 | (no new code) | your modules run on any device and dtype |
 #
 # **Rules.** Write attention yourself: `F.scaled_dot_product_attention`, `nn.MultiheadAttention`,
-# `nn.Transformer*` and other built-in attention are not allowed in graded cells (the grader
-# detects them and withholds those points). Everything else in `torch` is fine: `torch.softmax`,
-# `torch.einsum`, `nn.Linear`, `masked_fill`, ...
+# `nn.Transformer*`, `flex_attention`, the `torch.ops.aten` attention kernels and other built-in
+# attention are not allowed in graded cells (the grader reads your graded cells and withholds the
+# points of every check of a function that reaches one, directly or through your helpers).
+# **Getting round the ban** (another spelling, an alias, a star import, `getattr`/`vars`/`__dict__`
+# or a name put together from strings) **is treated as not attempting the question.** Do not name
+# these routines in strings in graded cells either (docstrings and error messages are fine).
+# Everything else in `torch` is fine: `torch.softmax`, `torch.einsum`, `nn.Linear`, `masked_fill`, ...
 #
 # **Conventions used everywhere below.**
 # - Shapes are written `(B, T, d)`: batch, time (sequence positions), features.
