@@ -33,14 +33,15 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import assignments, results, runner, sandbox
+from autograder import assignments, extract, results, runner, sandbox
 from autograder.assignments import Assignment
+from autograder.results import clean
 from autograder.runner import CheckResult, Report
 
 SUFFIXES = (".ipynb", ".py")
 METADATA = "submission_metadata.yml"  # Gradescope's "Export Submissions" index
 IGNORED_DIRS = {"__MACOSX", ".ipynb_checkpoints", "__pycache__", ".git", ".lmgrade"}
-RECORD_VERSION = 1
+RECORD_VERSION = 2  # 2: keys that never collide, records saved as each submission finishes
 SUBMISSION_TIMEOUT = 3600.0  # seconds for one whole submission, a backstop behind the per-call deadlines
 REDACTED = "[hidden: text from the grader's files]"
 MIN_SECRET_LINE = 24  # shorter lines (`return counts`) are too common to count as leaked
@@ -54,8 +55,9 @@ class Entry:
     key: str  # unique and safe as a file name: names the record
     students: list[str]  # student ids; several for a Gradescope group submission
     path: Path | None  # the file graded; None when the submission holds no .ipynb or .py
-    source: str  # as shown to people: the file or folder it came from
+    source: str  # as shown to people: the file or folder it came from (cleaned: no lone surrogates)
     note: str = ""  # e.g. which of several notebooks in a folder was graded
+    links: list[str] = field(default_factory=list)  # symbolic links skipped for this submission
 
 
 def discover(inputs: list[Path], assignment: Assignment, workdir: Path, skip: Path | None = None) -> list[Entry]:
@@ -67,10 +69,26 @@ def discover(inputs: list[Path], assignment: Assignment, workdir: Path, skip: Pa
             item = _unzip(item, workdir)
         if item.is_dir():
             entries += _from_dir(item, assignment, skip)
-        elif item.is_file():
-            entries.append(Entry("", [student_id(item.stem, assignment.id)], item, str(item)))
+        elif item.is_file():  # named by the TA on the command line: taken as given
+            entries.append(Entry("", [student_id(item.stem, assignment.id)], item, clean(item)))
     _unique_ids(entries)
     return entries
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """True when `path` is no link and resolves inside `folder` (never solutions/ or a classmate's file)."""
+    try:
+        return not path.is_symlink() and path.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError):
+        return False
+
+
+def _link_entry(child: Path, assignment: Assignment) -> Entry:
+    """A submission that is a symbolic link: listed with nothing graded, and the reason."""
+    stem = child.stem if child.suffix.lower() in SUFFIXES else child.name
+    return Entry("", [student_id(clean(stem), assignment.id)], None, clean(child),
+                 f"{clean(child.name)} is a symbolic link; links are never followed or graded (submit the file itself).",
+                 [clean(child)])
 
 
 def _unzip(archive: Path, workdir: Path) -> Path:
@@ -95,11 +113,15 @@ def _from_dir(folder: Path, assignment: Assignment, skip: Path | None) -> list[E
     for child in sorted(folder.iterdir()):
         if not _visible(child) or (skip is not None and child.resolve() == skip.resolve()):
             continue
+        if not _inside(child, folder):
+            if child.suffix.lower() in SUFFIXES or child.is_dir():
+                entries.append(_link_entry(child, assignment))
+            continue
         if child.is_file() and child.suffix.lower() in SUFFIXES:
-            entries.append(Entry("", [student_id(child.stem, assignment.id)], child, str(child)))
+            entries.append(Entry("", [student_id(clean(child.stem), assignment.id)], child, clean(child)))
         elif child.is_dir():
-            path, note = pick_file(child, assignment)
-            entries.append(Entry("", [student_id(child.name, assignment.id)], path, str(child), note))
+            path, note, links = pick_file(child, assignment)
+            entries.append(Entry("", [student_id(clean(child.name), assignment.id)], path, clean(child), note, links))
     return entries
 
 
@@ -107,7 +129,7 @@ def _export_root(folder: Path) -> Path | None:
     """The folder holding submission_metadata.yml: this one, or its only sub-folder (an unzipped export)."""
     if (folder / METADATA).is_file():
         return folder
-    subdirs = [d for d in folder.iterdir() if d.is_dir() and _visible(d)]
+    subdirs = [d for d in folder.iterdir() if d.is_dir() and not d.is_symlink() and _visible(d)]
     if len(subdirs) == 1 and (subdirs[0] / METADATA).is_file():
         return subdirs[0]
     return None
@@ -120,9 +142,14 @@ def _from_export(root: Path, assignment: Assignment) -> list[Entry]:
         if not child.is_dir() or not _visible(child):
             continue
         ids = [p.get("sid") or p.get("email") or p.get("name") for p in people.get(child.name, [])]
-        ids = [str(i) for i in ids if i] or [child.name]
-        path, note = pick_file(child, assignment)
-        entries.append(Entry("", ids, path, str(child), note))
+        ids = [clean(i) for i in ids if i] or [clean(child.name)]
+        if not _inside(child, root):
+            entry = _link_entry(child, assignment)
+            entry.students = ids
+            entries.append(entry)
+            continue
+        path, note, links = pick_file(child, assignment)
+        entries.append(Entry("", ids, path, clean(child), note, links))
     return entries
 
 
@@ -181,24 +208,37 @@ def student_id(stem: str, assignment_id: str) -> str:
     return cleaned or stem
 
 
-def pick_file(folder: Path, assignment: Assignment) -> tuple[Path | None, str]:
+def pick_file(folder: Path, assignment: Assignment) -> tuple[Path | None, str, list[str]]:
     """The file to grade in one student's folder: a notebook before a .py, the starter's name
-    before one that mentions the assignment before anything else; a note when there was a choice."""
-    candidates = []
-    for path in sorted(folder.rglob("*")):
-        rel = path.relative_to(folder)
-        if path.is_file() and path.suffix.lower() in SUFFIXES and all(_visible(Path(p)) for p in rel.parts):
-            candidates.append(path)
+    before one that mentions the assignment before anything else; a note when there was a choice.
+    Symbolic links (files or folders) are never followed: they come back as the third item."""
+    candidates, links = [], []
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        here = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames if _visible(Path(d)))
+        for name in dirnames + filenames:
+            path = here / name
+            if path.is_symlink() and (name in dirnames or path.suffix.lower() in SUFFIXES):
+                links.append(clean(path))
+        for name in sorted(filenames):
+            path = here / name
+            if _visible(path) and path.suffix.lower() in SUFFIXES and _inside(path, folder) and path.is_file():
+                candidates.append(path)
+    candidates.sort()
     notebooks = [p for p in candidates if p.suffix.lower() == ".ipynb"] or candidates
     if not notebooks:
-        return None, ""
+        note = (f"Skipped {len(links)} symbolic link(s) ({', '.join(Path(l).name for l in links[:5])}): links are "
+                "never followed or graded; submit the files themselves.") if links else ""
+        return None, note, links
     starter = assignment.starter_path.name.lower()
     chosen = min(notebooks, key=lambda p: (p.name.lower() != starter, assignment.id not in p.stem.lower(),
                                            len(p.relative_to(folder).parts), str(p)))
     note = ""
     if len(notebooks) > 1:
-        note = f"{len(notebooks)} candidate files in the submission; graded {chosen.relative_to(folder)}."
-    return chosen, note
+        note = f"{len(notebooks)} candidate files in the submission; graded {clean(chosen.relative_to(folder))}."
+    if links:
+        note += (" " if note else "") + f"Skipped {len(links)} symbolic link(s): links are never followed or graded."
+    return chosen, note, links
 
 
 def _unique_ids(entries: list[Entry]) -> None:
@@ -207,16 +247,42 @@ def _unique_ids(entries: list[Entry]) -> None:
     for e in entries:
         for s in e.students:
             counts[s] = counts.get(s, 0) + 1
-    keys: set[str] = set()
     for e in entries:
         if any(counts[s] > 1 for s in e.students):
             e.students = [f"{s} ({Path(e.source).name})" if counts[s] > 1 else s for s in e.students]
-        key = re.sub(r"[^A-Za-z0-9._@+-]+", "_", "+".join(e.students)).strip("._") or "submission"
-        base, n = key, 2
-        while key in keys:
-            key, n = f"{base}-{n}", n + 1
-        keys.add(key)
-        e.key = key
+    keys = unique_names(["+".join(e.students) for e in entries], r"[^A-Za-z0-9._@+-]+")
+    for e in entries:
+        e.key = keys["+".join(e.students)]
+
+
+def unique_names(names: list[str], unsafe: str = r"[^A-Za-z0-9._@+ ()-]+") -> dict[str, str]:
+    """name -> a file name safe and unique on every file system, the same whatever else is in the batch.
+
+    Why: `john~smith` and `john_smith` both became john_smith.txt and one student's feedback
+    replaced the other's. A name that had to be changed (or that differs from another only in
+    case, for macOS and Windows) gets a short hash of the original, so no two originals meet.
+    """
+    def safe(name: str) -> str:
+        return re.sub(unsafe, "_", name).strip(". ")[:100] or "student"
+
+    def hashed(name: str) -> str:
+        return f"{safe(name)}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
+
+    distinct = sorted(set(names))
+    folded: dict[str, int] = {}
+    for name in distinct:
+        folded[safe(name).casefold()] = folded.get(safe(name).casefold(), 0) + 1
+    chosen: dict[str, str] = {}
+    used: set[str] = set()
+    for name in distinct:
+        plain = safe(name) == name and folded[safe(name).casefold()] == 1
+        candidate = base = name if plain else hashed(name)
+        n = 2
+        while candidate.casefold() in used:  # a hashed name that equals someone's plain name: never in practice
+            candidate, n = f"{base}-{n}", n + 1
+        used.add(candidate.casefold())
+        chosen[name] = candidate
+    return chosen
 
 
 def check_specs(assignment: Assignment) -> list:
@@ -252,12 +318,8 @@ def report_from_dict(doc: dict) -> Report:
 
 
 def _write_text(path: Path, text: str) -> None:
-    """Atomic: readers see the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    """Atomic (readers see the old file or the whole new one), group-readable, never fatal on odd text."""
+    results.write_text(path, text)
 
 
 def load_records(folder: Path) -> dict[str, dict]:
@@ -268,7 +330,7 @@ def load_records(folder: Path) -> dict[str, dict]:
                 doc = json.loads(path.read_text())
                 if doc.get("version") == RECORD_VERSION and type(doc.get("key")) is str:
                     records[doc["key"]] = doc
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError, AttributeError):
                 continue  # a damaged record: that submission is graded again
     return records
 
@@ -289,7 +351,7 @@ def secret_lines(assignment: Assignment) -> set[str]:
             public_text += path.read_text(errors="replace")
     if assignment.starter_path.exists():  # cell sources, not the JSON-escaped text
         try:
-            nb = json.loads(assignment.starter_path.read_text())
+            nb = extract.read_notebook(assignment.starter_path)
             public_text += "\n".join("".join(c.get("source", "")) for c in nb.get("cells", []))
         except ValueError:
             pass
@@ -308,12 +370,12 @@ def own_lines(path: Path) -> set[str]:
         text = path.read_bytes().decode("utf-8", "replace")
     except OSError:
         return set()
-    if path.suffix == ".ipynb":
+    if path.suffix.lower() == ".ipynb":
         try:
-            cells = json.loads(text).get("cells", [])
-            text = "\n".join("".join(c["source"]) if isinstance(c.get("source"), list) else str(c.get("source", ""))
-                             for c in cells if isinstance(c, dict))
-        except (ValueError, AttributeError, TypeError):
+            cells = extract.parse_notebook(text)["cells"]
+            text = "\n".join("".join(map(str, c["source"])) if isinstance(c.get("source"), list)
+                             else str(c.get("source", "")) for c in cells if isinstance(c, dict))
+        except (ValueError, AttributeError, TypeError, KeyError):
             pass
     return {line.strip() for line in text.splitlines()}
 
@@ -360,9 +422,10 @@ class GraderProcess:
         # 0711: a worker running as another user reaches its own scratch dir but lists nothing
         self.tmp = Path(tempfile.mkdtemp(prefix="lmgrade-grader-"))
         os.chmod(self.tmp, 0o711)
+        # its own session: a Ctrl-C at the terminal reaches only the batch, which stops graders itself
         self.proc = subprocess.Popen([sys.executable, "-m", "autograder.batch", "--serve", json.dumps(config)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-                                     env=dict(os.environ, TMPDIR=str(self.tmp)))
+                                     env=dict(os.environ, TMPDIR=str(self.tmp)), start_new_session=True)
         self.buffer = b""
 
     @property
@@ -386,16 +449,16 @@ class GraderProcess:
                 return Outcome(error=self._died())
             try:
                 reply = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if type(reply) is not dict or reply.get("token") != token:
                 continue
             if reply.get("error"):
-                return Outcome(error=f"the grader failed: {reply['error']}")
-            try:
-                return Outcome(report=report_from_dict(reply["report"]))
-            except (KeyError, TypeError, ValueError) as exc:
-                return Outcome(error=f"the grader sent an unreadable report ({exc})")
+                return Outcome(error=clean(f"the grader failed: {reply['error']}")[:2000])
+            try:  # the trusted boundary: every string cleaned before anything is written or printed
+                return Outcome(report=results.sanitize(report_from_dict(reply["report"])))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                return Outcome(error=clean(f"the grader sent an unreadable report ({exc})")[:2000])
 
     def _line(self, deadline: float) -> bytes | None:
         fd = self.proc.stdout.fileno()
@@ -423,6 +486,14 @@ class GraderProcess:
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
         return f"the grading process {how} while grading this submission"
 
+    def terminate(self) -> None:
+        """Ask it to end (it kills its worker on the way out); `stop` waits for it."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.terminate()
+            except OSError:
+                pass
+
     def stop(self) -> None:
         """SIGTERM first, so that the grader kills its worker on the way out; then SIGKILL."""
         if self.proc.poll() is None:
@@ -430,6 +501,9 @@ class GraderProcess:
             try:
                 self.proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            except KeyboardInterrupt:  # a second Ctrl-C: no more patience
                 self.proc.kill()
                 self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout):
@@ -446,16 +520,24 @@ def serve(config: dict) -> None:
     os.dup2(2, 1)  # anything else printed here (warnings, data preparation) goes to stderr
     sys.stdout = sys.stderr
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwinds `with Sandbox`: the worker dies too
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the batch decides what a Ctrl-C means
     sandbox.harden_this_process()
     assignment = assignments.get(config["assignment"], Path(config["root"]))
     limits = sandbox.Limits(**config["limits"]) if config.get("limits") else None
+    extra = {}
+    if hasattr(runner, "reference_results") and assignment.reference_path.exists():
+        try:  # the reference's cached results, read before any worker of any submission has run
+            extra["reference_results"] = runner.reference_results(assignment)
+        except Exception:  # noqa: BLE001 - each submission's grading reports it then
+            import traceback
+            traceback.print_exc()
     for line in sys.stdin:
         job = json.loads(line)
         reply: dict = {"token": job["token"]}
         try:
             report = runner.grade(job["path"], assignment, device=config["device"], limits=limits,
-                                  questions=set(job["questions"]) if job.get("questions") else None)
-            reply["report"] = report_to_dict(report)
+                                  questions=set(job["questions"]) if job.get("questions") else None, **extra)
+            reply["report"] = report_to_dict(results.sanitize(report))
         except Exception as exc:  # noqa: BLE001 - reported for this submission; the batch goes on
             import traceback
             traceback.print_exc()
@@ -472,6 +554,15 @@ class BatchResult:
     skipped: int = 0
     errors: list[str] = field(default_factory=list)
     summary: str = ""
+    write_errors: list[str] = field(default_factory=list)  # output files that could not be written
+
+
+class Interrupted(Exception):
+    """Ctrl-C during a batch: what was finished is saved; the same command continues."""
+
+    def __init__(self, saved: int, total: int):
+        super().__init__(f"interrupted: {saved} of {total} graded and saved; run the same command to continue")
+        self.saved, self.total = saved, total
 
 
 def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1, device: str = "cpu",
@@ -479,12 +570,16 @@ def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1,
         progress: bool | None = None, submission_timeout: float = SUBMISSION_TIMEOUT) -> BatchResult:
     """Grade every submission found in `inputs` and write OUT/grades.csv, OUT/feedback/, OUT/summary.txt,
     OUT/histogram.png. Already graded submissions (same file, same checks) are skipped unless `force`;
-    `questions` regrades only those questions and merges them into the earlier results."""
-    out.mkdir(parents=True, exist_ok=True)
+    `questions` regrades only those questions and merges them into the earlier results.
+
+    Each submission's record is saved (atomically) the moment it is graded, so Ctrl-C loses only
+    the submissions in progress: it raises `Interrupted` once every grader process is gone.
+    """
+    results.make_dir(out)
     state = out / ".lmgrade"
     entries = discover(inputs, assignment, state, skip=out)
     if not entries:
-        raise ValueError(f"no submissions (.ipynb or .py files, or one folder per student) in {', '.join(map(str, inputs))}")
+        raise ValueError(f"no submissions (.ipynb or .py files, or one folder per student) in {', '.join(map(clean, inputs))}")
     records = load_records(state / "records")  # read once: nothing written later by a worker counts
     digest = checks_digest(assignment)
     all_questions = sorted({spec.question for spec in check_specs(assignment)}, key=results._qkey)
@@ -493,36 +588,78 @@ def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1,
         if unknown:
             raise ValueError(f"no such question in {assignment.id}: {', '.join(unknown)} (it has {', '.join(all_questions)})")
     todo, result = [], BatchResult(entries=entries, records={})
-    for entry in entries:
-        old = records.get(entry.key)
-        sha = file_digest(entry.path)
-        fresh = (old is not None and old.get("status") == "graded" and old.get("sha256") == sha
-                 and old.get("checks") == digest and set(old.get("questions", [])) >= set(all_questions))
-        if fresh and not force and not questions:
-            result.records[entry.key] = old
-            result.skipped += 1
-        else:
-            todo.append((entry, sha, old if (questions and old and old.get("sha256") == sha) else None))
-    config = {"assignment": assignment.id, "root": str(assignment.root), "device": device,
-              "limits": dataclasses.asdict(limits) if limits else None}
-    finished = _grade_all(todo, config, questions, jobs, progress, submission_timeout)
-    for entry, sha, old in todo:
-        outcome = finished[entry.key]
-        record = _record(entry, sha, digest, outcome, questions, all_questions, old)
-        result.records[entry.key] = record
-        if record["status"] == "graded":
-            result.graded += 1
-        else:
-            result.errors.append(f"{entry.source}: {record['error']}")
-        _write_text(state / "records" / f"{entry.key}.json", json.dumps(record, indent=1))
+    saved = [0]
+    try:
+        for entry in entries:
+            old = records.get(entry.key)
+            sha = file_digest(entry.path)
+            fresh = (old is not None and old.get("status") == "graded" and old.get("sha256") == sha
+                     and old.get("checks") == digest and set(old.get("questions", [])) >= set(all_questions)
+                     and old.get("students") == entry.students and old.get("source") == entry.source)
+            if fresh and not force and not questions:
+                result.records[entry.key] = old
+                result.skipped += 1
+                saved[0] += 1
+                continue
+            same_file = old if (questions and old and old.get("sha256") == sha and old.get("report")) else None
+            problem = _problem(entry, assignment)
+            if problem is not None:  # nothing a grader could do: recorded here, in the trusted process
+                _finish(result, state, _problem_record(entry, sha, digest, all_questions, *problem), entry)
+                saved[0] += 1
+            else:
+                todo.append((entry, sha, same_file))
+        config = {"assignment": assignment.id, "root": str(assignment.root), "device": device,
+                  "limits": dataclasses.asdict(limits) if limits else None}
+        pending = {entry.key: (entry, sha, old) for entry, sha, old in todo}
+
+        def done(entry: Entry, outcome: Outcome) -> None:  # in a grading thread, under its lock
+            _, sha, old = pending[entry.key]
+            _finish(result, state, _record(entry, sha, digest, outcome, questions, all_questions, old), entry)
+            saved[0] += 1
+
+        _grade_all(todo, config, questions, jobs, progress, submission_timeout, done)
+    except KeyboardInterrupt:
+        raise Interrupted(saved[0], len(entries)) from None
     for key, record in result.records.items():  # all of them again: undo anything a worker wrote meanwhile
         _write_text(state / "records" / f"{key}.json", json.dumps(record, indent=1))
     write_outputs(result, assignment, out, all_questions)
     return result
 
 
-def _grade_all(todo, config: dict, questions, jobs: int, progress, timeout: float) -> dict[str, Outcome]:
-    """Grade `todo` on `jobs` grader processes; a submission whose grader dies is retried once."""
+def _finish(result: BatchResult, state: Path, record: dict, entry: Entry) -> None:
+    """Keep one submission's record and save it at once (write first, report after)."""
+    result.records[entry.key] = record
+    _write_text(state / "records" / f"{entry.key}.json", json.dumps(record, indent=1))
+    if record["status"] == "graded":
+        result.graded += 1
+    else:
+        result.errors.append(f"{entry.source}: {record['error']}")
+
+
+def _problem(entry: Entry, assignment: Assignment) -> tuple[str, str] | None:
+    """("unreadable" | "wrong assignment", message) for a file no check can grade; read here, never run."""
+    if entry.path is None:
+        return None
+    try:
+        return extract.read_submission(entry.path).problem(assignment.id)
+    except (RecursionError, MemoryError) as exc:
+        return "unreadable", f"the file could not be read ({type(exc).__name__})."
+
+
+def _problem_record(entry: Entry, sha: str, digest: str, all_questions, status: str, message: str) -> dict:
+    return {"version": RECORD_VERSION, "key": entry.key, "students": entry.students, "source": entry.source,
+            "file": str(entry.path), "sha256": sha, "note": entry.note, "checks": digest,
+            "graded_at": time.strftime("%Y-%m-%d %H:%M:%S"), "status": "graded", "questions": all_questions,
+            "report": None, "error": "", "problem": status, "message": clean(message)}
+
+
+def _grade_all(todo, config: dict, questions, jobs: int, progress, timeout: float, done=None) -> dict[str, Outcome]:
+    """Grade `todo` on `jobs` grader processes; a submission whose grader dies is retried once.
+
+    `done(entry, outcome)` runs as each one finishes. On Ctrl-C (KeyboardInterrupt here) no new
+    submission starts, every grader process is told to stop and waited for, whatever they left
+    is killed, and KeyboardInterrupt goes on up: the submissions in progress are simply not saved.
+    """
     finished: dict[str, Outcome] = {}
     if not todo:
         return finished
@@ -531,49 +668,78 @@ def _grade_all(todo, config: dict, questions, jobs: int, progress, timeout: floa
     for item in todo:
         work.put(item[0])
     lock = threading.Lock()
-    live: set[int] = set()
+    stopping = threading.Event()
+    graders: dict[int, GraderProcess] = {}  # pid -> live grader process
     bar = _progress(len(todo), progress)
 
     def slot() -> None:
         grader = None
-        while True:
-            try:
-                entry = work.get_nowait()
-            except queue.Empty:
-                break
-            if entry.path is None:
-                outcome = Outcome(error="")  # nothing to grade: recorded as zero with a message
-            else:
-                outcome = Outcome(error="not graded")
-                for _attempt in range(2):
-                    if grader is None or not grader.alive:
-                        grader = GraderProcess(config)
-                        with lock:
-                            live.add(grader.proc.pid)
-                    outcome = grader.grade(entry.path, questions, timeout)
-                    if outcome.report is not None or grader.alive:
-                        break
-                    with lock:  # the grader died: kill what it left behind, then retry in a fresh one
-                        live.discard(grader.proc.pid)
-                        sandbox.kill_orphans(spare=set(live))
-                    grader.stop()
-                    grader = None
-            with lock:
-                finished[entry.key] = outcome
-                bar(entry, outcome)
-        if grader is not None:
-            grader.stop()
-            with lock:
-                live.discard(grader.proc.pid)
+        try:
+            while not stopping.is_set():
+                try:
+                    entry = work.get_nowait()
+                except queue.Empty:
+                    break
+                if entry.path is None:
+                    outcome = Outcome(error="")  # nothing to grade: recorded as zero with a message
+                else:
+                    outcome = Outcome(error="not graded")
+                    for _attempt in range(2):
+                        if grader is None or not grader.alive:
+                            with lock:
+                                if stopping.is_set():
+                                    break
+                                grader = GraderProcess(config)
+                                graders[grader.proc.pid] = grader
+                        outcome = grader.grade(entry.path, questions, timeout)
+                        if stopping.is_set() or outcome.report is not None or grader.alive:
+                            break
+                        with lock:  # the grader died: kill what it left behind, then retry in a fresh one
+                            graders.pop(grader.proc.pid, None)
+                            sandbox.kill_orphans(spare=set(graders))
+                        grader.stop()
+                        grader = None
+                if stopping.is_set():
+                    break  # stopped mid-way: this one is not finished, and not saved
+                with lock:
+                    finished[entry.key] = outcome
+                    if done is not None:
+                        done(entry, outcome)
+                    bar(entry, outcome)
+        except Exception as exc:  # noqa: BLE001 - never a traceback from a thread; the batch says what failed
+            print(f"lmgrade: a grading thread failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        finally:
+            if grader is not None:
+                grader.stop()
+                with lock:
+                    graders.pop(grader.proc.pid, None)
 
     threads = [threading.Thread(target=slot, daemon=True) for _ in range(max(1, min(jobs, len(todo))))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    except KeyboardInterrupt:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not break the cleanup
+        try:
+            stopping.set()
+            with lock:
+                for grader in graders.values():
+                    grader.terminate()  # each grader kills its worker; its thread then sees it end
+            for t in threads:
+                t.join(timeout=20)
+            with lock:
+                for grader in list(graders.values()):
+                    grader.proc.kill()
+            sandbox.kill_orphans()
+            bar(None, None)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        raise
     bar(None, None)
     with lock:
-        sandbox.kill_orphans(spare=set(live))
+        sandbox.kill_orphans(spare=set(graders))
     return finished
 
 
@@ -594,6 +760,7 @@ def _progress(total: int, enabled: bool | None):
             text = f"{', '.join(entry.students)}: {r.score:g}/{r.max_score:g} ({r.execution_time:.1f} s)"
         else:
             text = f"{', '.join(entry.students)}: {outcome.error or 'no notebook or .py file'}"
+        text = clean(text)
         if bar.disable:
             print(f"[{done[0]}/{total}] {text}", file=sys.stderr, flush=True)
         else:
@@ -611,7 +778,7 @@ def _record(entry: Entry, sha: str, digest: str, outcome: Outcome, questions, al
         return {**record, "status": "graded", "questions": all_questions, "report": None,
                 "error": "", "missing": "No notebook (.ipynb) or .py file was found in this submission."}
     if outcome.report is None:
-        return {**record, "status": "error", "questions": [], "report": None, "error": outcome.error}
+        return {**record, "status": "error", "questions": [], "report": None, "error": clean(outcome.error)}
     report = outcome.report
     graded = sorted({r.question for r in report.results} | set(questions or all_questions), key=results._qkey)
     if old is not None and old.get("report"):  # --question: replace those questions, keep the rest
@@ -626,23 +793,27 @@ def _record(entry: Entry, sha: str, digest: str, outcome: Outcome, questions, al
 
 # ---- outputs -----------------------------------------------------------------------------------
 def write_outputs(result: BatchResult, assignment: Assignment, out: Path, all_questions: list[str]) -> None:
-    """grades.csv, feedback/<student>.txt, summary.txt and histogram.png, all from `result` in memory."""
+    """grades.csv, feedback/<student>.txt, summary.txt and histogram.png, all from `result` in memory.
+
+    grades.csv first and on its own: a feedback file, the summary or the histogram that cannot be
+    written is listed in `result.write_errors` and costs nothing else.
+    """
     titles = assignment.questions
     specs = check_specs(assignment)
     extra = {spec.question for spec in specs if spec.extra}
     max_score = sum(spec.points for spec in specs if not spec.extra)
     secrets_ = secret_lines(assignment)
-    rows, totals, per_question, per_check = [], [], {q: [] for q in all_questions}, {}
-    feedback_dir = out / "feedback"
-    feedback_dir.mkdir(parents=True, exist_ok=True)
+    rows, totals, per_question, per_check, feedback = [], [], {q: [] for q in all_questions}, {}, []
     for entry in result.entries:
         record = result.records[entry.key]
         report = report_from_dict(record["report"]) if record.get("report") else None
         if report is not None:
-            redact_report(report, secrets_, entry.path)
+            redact_report(results.sanitize(report), secrets_, entry.path)
         scores = {q: "" for q in all_questions}
         status, total = record["status"], ""
-        if record.get("missing"):
+        if record.get("problem"):  # unreadable or another assignment's: 0, and out of the class statistics
+            total, status = 0, record["problem"]
+        elif record.get("missing"):
             scores = {q: 0 for q in all_questions}
             total, status = 0, "no file"
             totals.append(0.0)
@@ -667,31 +838,54 @@ def write_outputs(result: BatchResult, assignment: Assignment, out: Path, all_qu
             status = f"error: {record.get('error', '')}"
         for sid in record.get("students", entry.students):
             rows.append([sid, entry.source, *[scores[q] for q in all_questions], total, _num(max_score), status])
-            _write_text(feedback_dir / f"{_safe(sid)}.txt", feedback_text(sid, entry, record, report, assignment))
+            feedback.append((sid, entry, record, report))
     rows.sort(key=lambda row: row[0])
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow(["student_id", "submission", *[f"Q{q}" + (" (extra)" if q in extra else "") for q in all_questions],
                      "total", "max", "status"])
-    writer.writerows(rows)
+    writer.writerows([[csv_cell(c) for c in row] for row in rows])
     _write_text(out / "grades.csv", buf.getvalue())
     result.summary = summary_text(assignment, result, totals, per_question, per_check, max_score, titles, extra)
-    _write_text(out / "summary.txt", result.summary + "\n")
-    histogram(totals, per_question, max_score, assignment, out / "histogram.png", titles)
+    feedback_dir = out / "feedback"
+    names = unique_names([sid for sid, *_ in feedback])
+    for sid, entry, record, report in feedback:
+        _attempt(result, feedback_dir / f"{names[sid]}.txt",
+                 lambda path: _write_text(path, feedback_text(sid, entry, record, report, assignment)))
+    if result.write_errors:
+        result.summary += "\n" + "\n".join(f"could not write {e}" for e in result.write_errors)
+    _attempt(result, out / "summary.txt", lambda path: _write_text(path, result.summary + "\n"))
+    _attempt(result, out / "histogram.png",
+             lambda path: histogram(totals, per_question, max_score, assignment, path, titles))
+
+
+def _attempt(result: BatchResult, path: Path, write) -> None:
+    """Write one output file; a failure is listed, never raised (the other files still appear)."""
+    try:
+        write(path)
+    except Exception as exc:  # noqa: BLE001 - one file's problem is that file's alone
+        result.write_errors.append(clean(f"{path}: {type(exc).__name__}: {exc}"))
+
+
+def csv_cell(value):
+    """A grades.csv cell that a spreadsheet shows as text: a leading = + - @ (or tab, CR) would make it
+    a live formula (`=HYPERLINK(...)` as a folder name), so such text gets a leading quote."""
+    if not isinstance(value, str):
+        return value
+    value = clean(value)
+    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
 def _num(x: float) -> str:
     return f"{x:g}"
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._@+ ()-]+", "_", name).strip(". ") or "student"
-
-
 def feedback_text(student: str, entry: Entry, record: dict, report: Report | None, assignment: Assignment) -> str:
     head = [f"{assignment.title} ({assignment.id}): feedback for {student}", f"Submission: {Path(entry.source).name}"]
     if entry.note:
         head.append(f"Note: {entry.note}")
+    if record.get("problem"):
+        return "\n".join(head + ["", f"Nothing could be graded: {record.get('message', '')}", "Score: 0"]) + "\n"
     if record.get("missing"):
         return "\n".join(head + ["", record["missing"], "Score: 0"]) + "\n"
     if report is None:
@@ -722,9 +916,23 @@ def summary_text(assignment, result: BatchResult, totals, per_question, per_chec
         for (q, name, title), passes in hardest:
             if not all(passes):
                 lines.append(f"  Q{q} {title} [{name}]: {len(passes) - sum(passes)} of {len(passes)} failed")
+    problems: dict[str, list[str]] = {}
+    for entry in result.entries:
+        record = result.records.get(entry.key, {})
+        if record.get("problem"):
+            problems.setdefault(record["problem"], []).append(", ".join(entry.students))
+    for status, who in sorted(problems.items()):
+        lines.append(f"{status} (0, left out of the statistics above): {len(who)}: {_some(who)}")
+    links = [link for entry in result.entries for link in entry.links]
+    if links:
+        lines.append(f"skipped {len(links)} symbolic link(s), never followed or graded: {_some(links)}")
     for error in result.errors:
         lines.append(f"could not grade {error}")
     return "\n".join(lines)
+
+
+def _some(items: list[str], shown: int = 10) -> str:
+    return ", ".join(items[:shown]) + (f" and {len(items) - shown} more" if len(items) > shown else "")
 
 
 def histogram(totals, per_question, max_score, assignment, path: Path, titles) -> None:
@@ -746,7 +954,9 @@ def histogram(totals, per_question, max_score, assignment, path: Path, titles) -
     right.set_ylim(0, 100)
     right.set_ylabel("mean score, % of the question's points")
     right.set_title("where students lose points")
-    fig.savefig(path, dpi=100)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    results.write_bytes(path, buf.getvalue())
 
 
 def main(argv: list[str]) -> None:

@@ -21,6 +21,90 @@ _PERCENT = re.compile(r"^# %%(.*)$")
 # `%magic`, `!cmd`, `x = !cmd`, `x = %magic`, `obj?`, `obj??`: IPython syntax, not Python
 _MAGIC = re.compile(r"^\s*([%!]|[\w.]+\s*=\s*[%!]|[\w.]+\?{1,2}\s*$)")
 _DEF = re.compile(r"^(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)", re.M)
+MAX_NESTING = 100  # JSON depth: a notebook is about 6 deep, rich outputs (widget state, plotly) rarely 30
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+LABEL_WIDTH = 60  # characters of a cell's first line in a label
+
+
+class NotebookError(ValueError):
+    """The file is not a notebook the grader can read; the message says what to do."""
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of [ and { in JSON text, strings skipped, without parsing it.
+
+    Why: json.loads recurses once per level and a 985-deep file raised RecursionError where only
+    ValueError was expected, in the grader and in the batch's trusted process alike.
+    """
+    depth = deepest = 0
+    for c in _NOT_BRACKET.sub("", _JSON_STRING.sub("", text)):
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def parse_notebook(text: str | bytes) -> dict:
+    """The notebook's JSON document, or NotebookError with one clear message: the only place a
+    notebook is parsed (grader, batch, Gradescope), with its nesting bounded first."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="replace")
+    if not text.strip():
+        raise NotebookError("the notebook file is empty (0 cells, no JSON at all). Save the notebook from "
+                            "Jupyter again and submit that file.")
+    if json_depth(text) > MAX_NESTING:
+        raise NotebookError(f"the notebook's JSON is nested more than {MAX_NESTING} levels deep, which no saved "
+                            "notebook is. Open it in Jupyter and save it again, or submit the last good version.")
+    try:
+        nb = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NotebookError(f"the notebook is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}). "
+                            "Open it in Jupyter and save it again, or submit the last good version.") from None
+    except (RecursionError, MemoryError, ValueError) as exc:
+        raise NotebookError(f"the notebook could not be read ({type(exc).__name__}). Open it in Jupyter and save "
+                            "it again, or submit the last good version.") from None
+    if type(nb) is not dict or type(nb.get("cells")) is not list:
+        raise NotebookError("the file is JSON but not a Jupyter notebook (no list of cells).")
+    return nb
+
+
+def notebook_assignment(nb: dict) -> str | None:
+    """The assignment a parsed notebook says it is for (metadata lmgrade.assignment), if any."""
+    meta = nb.get("metadata") if type(nb.get("metadata")) is dict else {}
+    meta = meta.get("lmgrade") if type(meta.get("lmgrade")) is dict else {}
+    value = meta.get("assignment")
+    return value if type(value) is str else None
+
+
+def read_notebook(path: str | Path) -> dict:
+    """Read and parse a notebook file (NotebookError for anything unreadable, OSError included)."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise NotebookError(f"could not read {Path(path).name}: {exc.strerror}") from None
+    return parse_notebook(raw)
+
+
+def cell_label(number: int, source: str, graded: bool = True) -> str:
+    """A cell named as a student finds it in Jupyter: the functions it defines, else its first line.
+
+    Jupyter shows no cell numbers, so "cell 12" alone sends students counting; the number stays
+    (position from the top, markdown included) next to what they can see.
+    """
+    kind = "graded cell" if graded else "cell"
+    names = list(dict.fromkeys(_DEF.findall(source)))
+    if names:
+        shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        return f"{kind} {number} (defining {shown})"
+    for line in source.splitlines():
+        line = line.strip()
+        if line and not line.startswith(GRADED_MARKER):
+            line = line if len(line) <= LABEL_WIDTH else line[:LABEL_WIDTH - 3] + "..."
+            return f"{kind} {number} (starting `{line}`)"
+    return f"{kind} {number} (empty)"
 
 
 @dataclass
@@ -28,6 +112,11 @@ class Cell:
     index: int  # position among all cells of the notebook (0-based)
     number: int  # 1-based position among all cells, as a student counts them
     source: str
+
+    @property
+    def label(self) -> str:
+        """How notes name this cell: "graded cell 12 (defining `count_ngrams`)"."""
+        return cell_label(self.number, self.source)
 
     def wire(self) -> dict:
         return {"index": self.index, "number": self.number, "source": self.source}
@@ -39,16 +128,29 @@ class Submission:
     cells: list[Cell] = field(default_factory=list)  # graded cells that parse
     notes: list[str] = field(default_factory=list)  # shown to the student once, at the top
     unreadable: str | None = None  # why nothing could be graded at all
+    assignment: str | None = None  # what the notebook's metadata says it is for (lmgrade.assignment)
     broken: dict[str, str] = field(default_factory=dict)  # name -> why its cell cannot run
     ungraded_names: dict[str, int] = field(default_factory=dict)  # name -> cell number, ungraded only
     graded_names: set[str] = field(default_factory=set)
+    ungraded_labels: dict[str, str] = field(default_factory=dict)  # name -> label of its ungraded cell
+
+    def problem(self, assignment_id: str) -> tuple[str, str] | None:
+        """(status, message) when nothing can be graded: ("unreadable", why) for a corrupt, empty or
+        code-less file; ("wrong assignment", ...) for another assignment's notebook. None otherwise."""
+        if self.unreadable:
+            return "unreadable", self.unreadable
+        if self.assignment and self.assignment != assignment_id:
+            return "wrong assignment", (f"this notebook is the `{self.assignment}` assignment's, but it was submitted "
+                                        f"for `{assignment_id}`. Submit your {assignment_id}.ipynb instead.")
+        return None
 
     def explain_missing(self, name: str) -> str:
         """Why `name` is not available, in words that say what to do."""
         if name in self.broken:
             return self.broken[name]
         if name in self.ungraded_names:
-            return (f"`{name}` is defined in cell {self.ungraded_names[name]}, which is not a graded cell; "
+            return (f"`{name}` is defined in {self.ungraded_labels.get(name, f'cell {self.ungraded_names[name]}')}, "
+                    "which is not a graded cell; "
                     "move it into the graded cell of its question (keep the name).")
         if self.unreadable:
             return self.unreadable
@@ -66,10 +168,13 @@ def read_submission(path: str | Path) -> Submission:
     text = raw.decode("utf-8", errors="replace")
     if "\ufffd" in text and b"\xef\xbf\xbd" not in raw:
         sub.notes.append("The file is not valid UTF-8; the bad bytes were replaced.")
-    if path.suffix == ".ipynb":
+    if path.suffix.lower() == ".ipynb":
         cells = _notebook_cells(text, sub)
     else:
         cells = _percent_cells(text)
+    if sub.unreadable is None and not any(is_code and source.strip() for is_code, source, _ in cells):
+        sub.unreadable = (f"{path.name} is empty: it has no code at all. Check that you submitted the file you "
+                          "worked in, saved.")
     if sub.unreadable is None:
         _collect(cells, sub)
     return sub
@@ -78,14 +183,11 @@ def read_submission(path: str | Path) -> Submission:
 def _notebook_cells(text: str, sub: Submission) -> list[tuple[bool, str, bool]]:
     """(is_code, source, graded) for every cell, or [] with `sub.unreadable` set."""
     try:
-        nb = json.loads(text)
-    except json.JSONDecodeError as exc:
-        sub.unreadable = (f"the notebook is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}). "
-                          "Open it in Jupyter and save it again, or submit the last good version.")
+        nb = parse_notebook(text)
+    except NotebookError as exc:
+        sub.unreadable = str(exc)
         return []
-    if type(nb) is not dict or type(nb.get("cells")) is not list:
-        sub.unreadable = "the file is JSON but not a Jupyter notebook (no list of cells)."
-        return []
+    sub.assignment = notebook_assignment(nb)
     out = []
     for cell in nb["cells"]:
         if type(cell) is not dict:
@@ -119,15 +221,20 @@ def _percent_cells(text: str) -> list[tuple[bool, str, bool]]:
     return cells
 
 
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def _strip_magics(source: str, number: int, notes: list[str]) -> str:
     """IPython magics and shell escapes mean nothing outside Jupyter: drop them, with a note."""
     if source.lstrip().startswith("%%"):
-        notes.append(f"Cell {number}: a cell magic (%%) is ignored by the grader; the cell was skipped.")
+        notes.append(f"{_cap(cell_label(number, source))}: a cell magic (%%) is ignored by the grader; "
+                     "the cell was skipped.")
         return ""
     try:
         ast.parse(source)
         return source  # valid Python has no magics (a line starting with % may continue an expression)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         pass
     kept, dropped = [], 0
     for line in source.splitlines(keepends=True):
@@ -137,7 +244,7 @@ def _strip_magics(source: str, number: int, notes: list[str]) -> str:
         else:
             kept.append(line)
     if dropped:
-        notes.append(f"Cell {number}: {dropped} line(s) of IPython syntax (magics %, shell commands !, help obj?) are ignored by the grader.")
+        notes.append(f"{_cap(cell_label(number, source))}: {dropped} line(s) of IPython syntax (magics %, shell commands !, help obj?) are ignored by the grader.")
     return "".join(kept)
 
 
@@ -162,20 +269,25 @@ def _collect(cells, sub: Submission) -> None:
             continue
         if not graded:
             try:
-                ungraded_trees.append((number, ast.parse(_strip_magics(source, number, []))))
-            except (SyntaxError, ValueError):
+                ungraded_trees.append((number, ast.parse(_strip_magics(source, number, [])),
+                                       cell_label(number, source, graded=False)))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
                 pass
             continue
         source = _strip_magics(source, number, sub.notes)
+        label = cell_label(number, source)
         try:
             tree = ast.parse(source)
-        except (SyntaxError, ValueError) as exc:
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             line = getattr(exc, "lineno", None)
-            why = ("has a syntax error" + (f" at line {line}" if line else "")
-                   + f": {getattr(exc, 'msg', exc)}. Fix it and run the cell again.")
-            sub.notes.append(f"Graded cell {number} {why}")
+            if isinstance(exc, (RecursionError, MemoryError)):
+                why = "is nested too deeply for Python to read. Simplify it and run the cell again."
+            else:
+                why = ("has a syntax error" + (f" at line {line}" if line else "")
+                       + f": {getattr(exc, 'msg', exc)}. Fix it and run the cell again.")
+            sub.notes.append(f"{_cap(label)} {why}")
             for name in _DEF.findall(source):
-                sub.broken[name] = f"`{name}` is in graded cell {number}, which {why}"
+                sub.broken[name] = f"`{name}` is in {label}, which {why}"
             continue
         names = top_level_names(tree)
         for name in _defined_names(tree) & set(seen):
@@ -189,15 +301,16 @@ def _collect(cells, sub: Submission) -> None:
     bound = set(sub.graded_names)
     for cell in sub.cells:
         bound |= _all_bound_names(ast.parse(cell.source))
-    for number, tree in ungraded_trees:
+    for number, tree, label in ungraded_trees:
         for name in top_level_names(tree) - sub.graded_names:
             sub.ungraded_names.setdefault(name, number)
+            sub.ungraded_labels.setdefault(name, label)
     used = set()
     for cell in sub.cells:
         used |= {n.id for n in ast.walk(ast.parse(cell.source)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     for name in sorted(used - bound - set(dir(builtins))):
         if name in sub.ungraded_names:
-            sub.notes.append(f"A graded cell uses `{name}`, which is defined only in cell {sub.ungraded_names[name]} "
+            sub.notes.append(f"A graded cell uses `{name}`, which is defined only in {sub.ungraded_labels[name]} "
                              "(not graded); move it into a graded cell, or the grader will not see it.")
 
 

@@ -6,14 +6,111 @@ leaves a valid file, even when grading itself failed.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 
 from autograder.runner import Report
 
 FIELD_LIMIT = 50_000  # Gradescope truncates text fields at 100,000 characters
+# C0 and C1 control characters but tab and newline: terminal escapes, carriage returns that hide a line
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean(text) -> str:
+    """Text from a worker or a file name, made safe for files, CSV cells and the TA's terminal.
+
+    Why: a lone surrogate (a printed "\\ud800", a non-UTF-8 file name) cannot be encoded, and one
+    such string used to stop results.json, grades.csv and the summary for the whole batch; an
+    escape sequence printed by student code would reach the TA's terminal. Unencodable characters
+    become "?", control characters (but tab and newline) become visible escapes.
+    """
+    if not isinstance(text, str):
+        text = str(text)
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    if _CONTROL.search(text):
+        text = _CONTROL.sub(lambda m: "\\r" if m.group() == "\r" else f"\\x{ord(m.group()):02x}",
+                            text.replace("\r\n", "\n"))
+    return text
+
+
+def sanitize(report: Report) -> Report:
+    """Every string of a report cleaned in place (see `clean`): call it where a report enters the
+    trusted side, before anything is written or printed."""
+    report.assignment, report.submission, report.device = (clean(report.assignment), clean(report.submission),
+                                                           clean(report.device))
+    report.notes = [clean(n) for n in report.notes]
+    for r in report.results:
+        for f in dataclasses.fields(r):
+            value = getattr(r, f.name)
+            if isinstance(value, str):
+                setattr(r, f.name, clean(value))
+    return report
+
+
+def _umask() -> int:
+    """The process umask, without the set-and-restore dance where /proc tells it (threads may be
+    creating files meanwhile)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+def file_mode() -> int:
+    """Mode for files the grader writes: what the umask allows, but never owner-only (a TA's group
+    reads grades and feedback, as it reads histogram.png)."""
+    return (0o666 & ~_umask()) | 0o640
+
+
+def make_dir(path: str | Path) -> Path:
+    """mkdir -p; the folders it creates are group-readable and searchable whatever the umask
+    (see `file_mode`). Folders that exist already are left as they are."""
+    path = Path(path)
+    created = []
+    for folder in [path, *path.parents]:
+        if folder.exists():
+            break
+        created.append(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    umask = _umask()
+    for folder in created:
+        try:
+            os.chmod(folder, (0o777 & ~umask) | 0o750)
+        except OSError:
+            pass
+    return path
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Atomic (readers see the old file or the whole new one), UTF-8, group-readable."""
+    write_bytes(path, text.encode("utf-8", errors="replace"))
+
+
+def write_bytes(path: str | Path, data: bytes) -> None:
+    """Atomic and group-readable (mkstemp alone makes 0600 files)."""
+    path = Path(path)
+    make_dir(path.parent)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), file_mode())
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def question_rows(report: Report, titles: dict[str, str]) -> list[tuple[str, str, float, float, int, int, bool]]:
@@ -34,6 +131,7 @@ def _qkey(question: str):
 
 
 def format_table(report: Report, titles: dict[str, str], *, details: bool = True) -> str:
+    sanitize(report)
     lines = [f"{report.assignment}: {Path(report.submission).name}  (device {report.device}, "
              f"{report.execution_time:.1f} s)"]
     lines += [f"  note: {n}" for n in report.notes]
@@ -57,6 +155,7 @@ def _num(x: float) -> str:
 
 
 def gradescope_json(report: Report) -> dict:
+    sanitize(report)
     tests = []
     for r in report.results:
         tests.append({
@@ -75,17 +174,18 @@ def gradescope_json(report: Report) -> dict:
 def failure_json(message: str) -> dict:
     """What Gradescope gets when grading could not run at all: a valid file that says why."""
     return {"score": 0.0, "execution_time": 0.0, "visibility": "visible", "tests": [],
-            "output": _clip("The autograder could not grade this submission: " + message)}
+            "output": _clip("The autograder could not grade this submission: " + clean(message))}
+
+
+def problem_json(message: str) -> dict:
+    """A submission that cannot be graded as submitted (unreadable, another assignment's notebook):
+    score 0 and one message, instead of the same failure repeated under every check."""
+    return {"score": 0.0, "execution_time": 0.0, "visibility": "visible", "tests": [], "output": _clip(clean(message))}
 
 
 def write_json(doc: dict, path: str | Path) -> None:
     """Atomic write: the file is either the old one or the complete new one, never half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".results-")
-    with os.fdopen(fd, "w") as f:
-        json.dump(doc, f, indent=1)
-    os.replace(tmp, path)
+    write_text(path, json.dumps(doc, indent=1))  # ensure_ascii: a lone surrogate is escaped, never fatal
 
 
 def _clip(text: str) -> str:

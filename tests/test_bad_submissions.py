@@ -124,7 +124,8 @@ def test_syntax_error_cell_number_and_line_are_the_notebooks(tmp_path, chunks):
     report, results = grade(path, questions=("1",))
     line = def_line(broken["replace_oov"], "replace_oov") + 1  # unclosed bracket reported at the return line
     assert_results(results, ["public_vocab"], TOKENIZE, f"graded cell {number}", "syntax error")
-    assert any(f"Graded cell {number} has a syntax error" in note for note in report.notes), report.notes
+    assert any(f"Graded cell {number} (defining `replace_oov`" in note and "has a syntax error" in note
+               for note in report.notes), report.notes
     assert str(line) in results["public_vocab"].output or "never closed" in results["public_vocab"].output
 
 

@@ -4,7 +4,7 @@ import json
 import nbformat
 import pytest
 
-from autograder.extract import GRADED_MARKER, read_submission
+from autograder.extract import GRADED_MARKER, NotebookError, cell_label, json_depth, parse_notebook, read_submission
 
 
 def code(source: str, graded: bool = False):
@@ -123,9 +123,9 @@ def test_syntax_error_breaks_only_its_own_cell(tmp_path):
     assert set(sub.broken) == {"bad_one", "BadClass"}  # top-level names only, not the method
     why = sub.broken["bad_one"]
     assert "syntax error" in why and "graded cell 3" in why and "line 4" in why
-    assert why.startswith("`bad_one` is in graded cell 3, which has a syntax error")
+    assert why.startswith("`bad_one` is in graded cell 3 (defining `bad_one`, `BadClass`), which has a syntax error")
     assert sub.explain_missing("bad_one") == why
-    assert any(n.startswith("Graded cell 3 has a syntax error at line 4") for n in sub.notes)
+    assert any(n.startswith("Graded cell 3 (defining `bad_one`, `BadClass`) has a syntax error at line 4") for n in sub.notes)
 
 
 def test_unterminated_string_and_tab_errors_are_syntax_errors_too(tmp_path):
@@ -152,8 +152,8 @@ def test_magics_are_dropped_with_notes(tmp_path):
     assert "%" not in f_source and "!" not in f_source and "pip" not in f_source
     assert f_source.count("\n") == 5  # line numbers in tracebacks still match the notebook
     text = notes(sub)
-    assert "Cell 1: 3 line(s)" in text and "magics" in text
-    assert "Cell 2: a cell magic" in text
+    assert "Graded cell 1 (defining `f`): 3 line(s)" in text and "magics" in text
+    assert "Graded cell 2 (defining `g`): a cell magic" in text
     compile(f_source, "cell", "exec")
 
 
@@ -257,7 +257,8 @@ def test_py_file_with_percent_markers_keeps_only_graded_cells(tmp_path):
     assert "f(3)" not in "".join(sources(sub))
     assert "not_code" not in sub.ungraded_names
     text = notes(sub)
-    assert "Cell 5: 1 line(s)" in text and "`SEEN`, which is defined only in cell 2" in text
+    assert "Graded cell 5 (defining `g`): 1 line(s)" in text
+    assert "`SEEN`, which is defined only in cell 2 (starting `import numpy as np`)" in text
 
 
 def test_percent_syntax_error_breaks_only_that_cell(tmp_path):
@@ -278,7 +279,6 @@ def test_syntax_error_in_a_plain_py_file(tmp_path):
 
 # ---- no graded cells at all -----------------------------------------------------------------
 @pytest.mark.parametrize("cells", [
-    [],
     [code("def f():\n    return 1\n")],  # tags and marker lost: retyped in a fresh cell
     [code("# graded\ndef f():\n    return 1\n"), nbformat.v4.new_markdown_cell(GRADED_MARKER)],
 ])
@@ -305,7 +305,7 @@ def test_assigned_shell_commands_and_help_are_dropped(tmp_path):
     path = write_nb(tmp_path, [code("files = !ls\nt = %timeit -o f(1)\nf?\nnp.mean??\ndef f(a):\n    return a\n", graded=True)])
     sub = read_submission(path)
     assert sub.graded_names == {"f"} and sub.broken == {}
-    assert "Cell 1: 4 line(s)" in notes(sub)
+    assert "Graded cell 1 (defining `f`): 4 line(s)" in notes(sub)
 
 
 def test_percent_file_with_visible_markers_but_no_tags(tmp_path):
@@ -314,3 +314,63 @@ def test_percent_file_with_visible_markers_but_no_tags(tmp_path):
     path.write_text("# %%\nexplore = train_for_an_hour()\n\n# %%\n# GRADED CELL: graded by name.\ndef f():\n    return 1\n")
     sub = read_submission(path)
     assert sub.graded_names == {"f"} and len(sub.cells) == 1
+
+
+# ---- one bounded parse, unreadable and wrong-assignment notebooks, cell labels ---------------
+def test_a_deeply_nested_notebook_is_unreadable_not_a_crash(tmp_path):
+    path = tmp_path / "deep.ipynb"  # 985 levels: json.loads alone raises RecursionError
+    path.write_text('{"cells": [], "metadata": {"x": ' + "[" * 985 + "]" * 985 + "}}")
+    sub = read_submission(path)
+    assert sub.cells == [] and "nested more than" in sub.unreadable
+    assert sub.problem("ngram")[0] == "unreadable"
+    with pytest.raises(NotebookError, match="nested more than"):
+        parse_notebook(path.read_bytes())
+
+
+def test_json_depth_skips_brackets_inside_strings():
+    assert json_depth('{"a": [1, {"b": "[[[[{{{{"}]}') == 3
+    assert json_depth('["\\\\", "\\"[", []]') == 2
+    assert json_depth("") == 0
+
+
+@pytest.mark.parametrize("content", ["", "  \n", '{"cells": [], "metadata": {}}'])
+def test_an_empty_notebook_is_unreadable(tmp_path, content):
+    path = tmp_path / "empty.ipynb"
+    path.write_text(content)
+    status, message = read_submission(path).problem("ngram")
+    assert status == "unreadable" and "empty" in message
+
+
+def test_an_empty_py_file_is_unreadable(tmp_path):
+    path = tmp_path / "empty.py"
+    path.write_text("\n\n")
+    assert read_submission(path).problem("ngram")[0] == "unreadable"
+
+
+def test_another_assignments_notebook_is_the_wrong_assignment(tmp_path):
+    path = write_nb(tmp_path, [code("def f():\n    return 1\n", graded=True)])
+    nb = json.loads(path.read_text())
+    nb["metadata"]["lmgrade"] = {"assignment": "attention"}
+    path.write_text(json.dumps(nb))
+    sub = read_submission(path)
+    assert sub.assignment == "attention" and sub.problem("attention") is None
+    status, message = sub.problem("ngram")
+    assert status == "wrong assignment" and "`attention`" in message and "ngram.ipynb" in message
+    nb["metadata"]["lmgrade"] = {"assignment": ["not", "a", "name"]}  # odd metadata: ignored
+    path.write_text(json.dumps(nb))
+    assert read_submission(path).problem("ngram") is None
+
+
+def test_cells_are_named_by_what_jupyter_shows(tmp_path):
+    path = write_nb(tmp_path, [
+        nbformat.v4.new_markdown_cell("# intro"),
+        code(f"{GRADED_MARKER}: question 2\ndef count_ngrams(tokens, n):\n    return {{}}\n", graded=True),
+        code(f"{GRADED_MARKER}\n\nVOCAB_SIZE = 1000  # a constant with a very long comment that goes on and on\n",
+             graded=True),
+    ])
+    sub = read_submission(path)
+    assert sub.cells[0].label == "graded cell 2 (defining `count_ngrams`)"
+    assert sub.cells[1].label.startswith("graded cell 3 (starting `VOCAB_SIZE = 1000") and sub.cells[1].label.endswith("...`)")
+    assert cell_label(4, "x = 1", graded=False) == "cell 4 (starting `x = 1`)"
+    assert cell_label(5, "def a(): pass\ndef b(): pass\nclass C: pass\ndef d(): pass") == \
+        "graded cell 5 (defining `a`, `b`, `C` and 1 more)"
