@@ -30,20 +30,27 @@ class CheckSpec:
     timeout: float | None = None  # seconds per call into the student's code
     hint: str = ""  # shown under a failure: where such bugs usually hide
     uses: tuple[str, ...] = ()  # student names whose points are withheld if they call a banned built-in
+    needs: tuple[str, ...] = ()  # student names from earlier questions this check depends on (for blame)
+    reference_cache: tuple[str, ...] = ()  # keys of `Context.cached` results, computed before the worker starts
 
 
 def check(question: str | int, points: float, title: str, *, public: bool = False, extra: bool = False,
-          timeout: float | None = None, hint: str = "", uses: tuple[str, ...] = ()):
+          timeout: float | None = None, hint: str = "", uses: tuple[str, ...] = (), needs: tuple[str, ...] = (),
+          reference_cache: tuple[str, ...] = ()):
     """Declare a check. The function's name is its stable id (used for seeds and fixtures).
 
     `uses` names the student's functions or classes the check grades; if one of them reaches a
     built-in the assignment forbids (meta.toml `forbidden`), the check fails without running.
+    `needs` names student functions from earlier questions this check calls: when a check whose
+    `uses` holds one of them fails in the same run, this check's failure says to fix that first.
+    `reference_cache` names the `t.cached(key, ...)` keys the check reads (see `Context.cached`).
     """
 
     def register(fn):
         fn.lmgrade_check = CheckSpec(name=fn.__name__, question=str(question), points=float(points), title=title,
                                      public=public, extra=extra, timeout=timeout, hint=hint,
-                                     uses=tuple(uses))
+                                     uses=tuple(uses), needs=tuple(needs),
+                                     reference_cache=tuple(reference_cache))
         return fn
 
     return register
@@ -80,6 +87,7 @@ class Context:
     notes: list[str] = field(default_factory=list)
     cache_tag: str | None = None  # names the reference version; cached reference results use it
     submission_seed: int = 0  # from the submission's code: fresh data per submission, same on every run
+    reference_results: dict | None = None  # cached reference results read before the worker started
 
     def __post_init__(self) -> None:
         self.seed = seed_for(self.spec.name)
@@ -101,25 +109,95 @@ class Context:
         """A JSON-able reference result (a perplexity threshold, say), computed once per reference version.
 
         Why: running the reference's full training for every submission would double grading time.
+        Why held in memory: the runner reads every cached result of this reference version before
+        the first worker starts (`load_reference_results`); after that the file is only written,
+        never read again, so a worker that can write the cache directory cannot change this or a
+        later submission's threshold in this process. A result missing then is computed here, in
+        the grader, from the reference alone.
         """
         if self.cache_tag is None:
             return compute()
-        import json
-        import os
-        import tempfile
-
-        from autograder.data.shakespeare import cache_dir
-        path = cache_dir() / "reference" / f"{self.cache_tag}-{key}.json"
-        if path.exists():
-            return json.loads(path.read_text())
+        results = self.reference_results if self.reference_results is not None else \
+            _REFERENCE_RESULTS.setdefault(self.cache_tag, {})
+        if key in results:
+            return _copy(results[key])
         value = compute()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(value, f)
-        os.replace(tmp, path)
+        results[key] = _copy(value)
+        _write_reference_result(self.cache_tag, key, value)
         return value
 
     def note(self, text: str) -> None:
         """A line shown with the check's result whether it passes or fails (a measured figure, say)."""
         self.notes.append(text)
+
+
+# ---- reference results, read before any worker starts ---------------------------------------------
+_REFERENCE_RESULTS: dict[str, dict] = {}  # cache tag -> {key: JSON value}, per grader process
+
+
+def reference_result(key: str):
+    """Register `compute(ref) -> JSON value` under `key` in a check module.
+
+    The runner computes (or reads) every registered result before the submission's worker starts,
+    and `t.cached(key, ...)` then returns it from memory.
+    """
+
+    def register(fn):
+        fn.lmgrade_reference_result = key
+        return fn
+
+    return register
+
+
+def load_reference_results(cache_tag: str, ref=None, modules=()) -> dict:
+    """Every cached result of one reference version, in memory (read from disk once per process).
+
+    Call before any worker starts. Registered results (`@reference_result`) of `modules` that are
+    missing are computed here from `ref`. The dict returned is the process-wide one for the tag.
+    """
+    import json
+
+    from autograder.data.shakespeare import cache_dir
+    results = _REFERENCE_RESULTS.get(cache_tag)
+    if results is None:
+        results = _REFERENCE_RESULTS[cache_tag] = {}
+        folder = cache_dir() / "reference"
+        prefix = f"{cache_tag}-"
+        if folder.is_dir():
+            for path in sorted(folder.glob(f"{prefix}*.json")):
+                try:
+                    results[path.name[len(prefix):-len(".json")]] = json.loads(path.read_text())
+                except (OSError, ValueError, RecursionError):
+                    continue  # unreadable or broken: computed again when needed
+    if ref is not None:
+        for module in modules:
+            for fn in list(vars(module).values()):
+                key = getattr(fn, "lmgrade_reference_result", None)
+                if isinstance(key, str) and key not in results:
+                    value = fn(ref)
+                    results[key] = _copy(value)
+                    _write_reference_result(cache_tag, key, value)
+    return results
+
+
+def _copy(value):
+    """A fresh copy of a JSON value, so no check can change what the next one reads."""
+    import json
+    return json.loads(json.dumps(value))
+
+
+def _write_reference_result(cache_tag: str, key: str, value) -> None:
+    import json
+    import os
+    import tempfile
+
+    from autograder.data.shakespeare import cache_dir
+    path = cache_dir() / "reference" / f"{cache_tag}-{key}.json"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(value, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache costs time in the next process, nothing else

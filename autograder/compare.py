@@ -84,23 +84,28 @@ def assert_dtype(got, dtype: str, what: str) -> None:
 
 
 def assert_close(got, expected, what: str, *, rtol: float | None = None, atol: float | None = None,
-                 check_dtype: bool = False) -> None:
-    """|got - expected| <= atol + rtol * |expected| elementwise, NaN matching NaN only."""
+                 check_dtype: bool = False, labels=None) -> None:
+    """|got - expected| <= atol + rtol * |expected| elementwise, NaN matching NaN only.
+
+    The default tolerance is torch.testing's for the EXPECTED value's dtype (float32: 1.3e-6/1e-5,
+    float64: 1e-7/1e-7), or the check's explicit `rtol`/`atol`; never the dtype the student
+    returned, so returning float16 loosens nothing. `labels` names the offending item in the
+    message: a function of the index tuple, or a sequence indexed by the first index.
+    """
     g, g_dtype = as_array(got, what)
     e, e_dtype = as_array(expected)
     if check_dtype and g_dtype != e_dtype:
         raise CheckFailed(f"{what}: expected dtype {e_dtype}, got {g_dtype}.")
     if g.shape != e.shape:
         raise CheckFailed(f"{what}: expected shape {tuple(e.shape)}, got {tuple(g.shape)}.")
-    default = TOLERANCES.get(g_dtype, TOLERANCES["float64"])
+    default = TOLERANCES.get(e_dtype, TOLERANCES["float64"])
     rtol = default[0] if rtol is None else rtol
     atol = default[1] if atol is None else atol
     g64, e64 = g.astype(np.float64), e.astype(np.float64)
     bad_nan = np.isnan(g64) != np.isnan(e64)
     if bad_nan.any():
         idx = _index(np.argmax(bad_nan), g.shape)
-        raise CheckFailed(f"{what}: got {'NaN' if np.isnan(g64[idx]) else g64[idx]!r} at index {idx} where "
-                          f"{'NaN' if np.isnan(e64[idx]) else _fmt(e64[idx])} was expected "
+        raise CheckFailed(f"{what}: got {_fmt(g64[idx])}{' ' if idx else ''}{_where(idx, labels)} where {_fmt(e64[idx])} was expected "
                           f"({int(bad_nan.sum())} NaN mismatch(es)). Look for log(0), 0/0 or overflow in exp.")
     with np.errstate(invalid="ignore"):
         same_inf = np.isinf(e64) & (g64 == e64)
@@ -109,12 +114,64 @@ def assert_close(got, expected, what: str, *, rtol: float | None = None, atol: f
         bad = ~(err <= allowed)
     if bad.any():
         worst = _index(np.argmax(np.where(bad, err - allowed, -np.inf)), g.shape)
-        rel = err / np.maximum(np.abs(e64), 1e-300)
-        where = f" at index {worst}" if g.ndim else ""
-        raise CheckFailed(
-            f"{what}: {int(bad.sum())} of {g.size} value(s) differ beyond tolerance (rtol={rtol:g}, atol={atol:g}). "
-            f"Worst{where}: expected {_fmt(e64[worst])}, got {_fmt(g64[worst])}. "
-            f"Max abs error {_fmt(float(err.max()))}, max rel error {_fmt(float(rel[np.isfinite(rel)].max(initial=0)))}.")
+        exp_s, got_s = _fmt_pair(float(e64[worst]), float(g64[worst]))
+        message = (f"{what}: {int(bad.sum())} of {g.size} value(s) differ beyond tolerance (rtol={rtol:g}, "
+                   f"atol={atol:g}). Worst{' ' if worst else ''}{_where(worst, labels)}: expected {exp_s}, got {got_s} "
+                   f"({_error_text(float(e64[worst]), float(g64[worst]))}).")
+        finite = np.isfinite(err)
+        if finite.any() and g.size > 1:
+            message += f" Max abs error {_fmt(float(err[finite].max()))}."
+        cause = _likely_cause(g64, e64, err, g_dtype, e_dtype)
+        if cause:
+            message += " " + cause
+        raise CheckFailed(message)
+
+
+_LOWER = {"float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}
+
+
+def _where(idx: tuple, labels) -> str:
+    """'at index (2, 1)', or the caller's name for the item there."""
+    if not idx:
+        return ""
+    name = None
+    try:
+        if callable(labels):
+            name = labels(idx)
+        elif labels is not None:
+            name = labels[idx[0]]
+    except Exception:  # noqa: BLE001 - a bad label must not hide the failure
+        name = None
+    index = str(idx[0]) if len(idx) == 1 else str(idx)
+    return f"for {_short(name) if not isinstance(name, str) else name} (index {index})" if name is not None \
+        else f"at index {index}"
+
+
+def _error_text(e: float, g: float) -> str:
+    """Absolute error, and the relative one only where it means something (expected not 0)."""
+    if not (math.isfinite(e) and math.isfinite(g)):
+        return "not finite"
+    abs_err = abs(g - e)
+    if e == 0:
+        return f"abs error {_fmt(abs_err)}; expected 0, so no relative error"
+    return f"abs error {_fmt(abs_err)}, rel error {_fmt(abs_err / abs(e))}"
+
+
+def _likely_cause(g64, e64, err, g_dtype: str, e_dtype: str) -> str:
+    """A specific symptom deserves a specific guess: float32 arithmetic where float64 was asked for."""
+    if _LOWER.get(g_dtype, 3) < _LOWER.get(e_dtype, 3):
+        return f"Your result is {g_dtype} where {e_dtype} was expected (computed in lower precision?)."
+    if e_dtype != "float64":
+        return ""
+    finite = np.isfinite(e64) & np.isfinite(g64)
+    if not finite.any():
+        return ""
+    scale = float(np.abs(e64[finite]).max())
+    worst = float(err[finite].max())
+    if scale > 0 and 1e-9 * scale < worst < 3e-5 * scale:
+        return ("The errors are of float32 rounding size although float64 was expected: computed in float32? "
+                "(look for .float(), dtype=torch.float32, np.float32 or a float32 constant tensor).")
+    return ""
 
 
 def assert_equal(got, expected, what: str) -> None:
@@ -189,7 +246,20 @@ def _index(flat: int, shape: tuple):
 
 
 def _fmt(x: float) -> str:
+    if isinstance(x, (float, np.floating)) and math.isnan(x):
+        return "NaN"
     return f"{x:.6g}"
+
+
+def _fmt_pair(expected: float, got: float) -> tuple[str, str]:
+    """Both numbers with as many significant digits as it takes to see them differ (6 to 17)."""
+    if not (math.isfinite(expected) and math.isfinite(got)):
+        return _fmt(expected), _fmt(got)
+    for digits in range(6, 18):
+        e, g = f"{expected:.{digits}g}", f"{got:.{digits}g}"
+        if e != g:
+            return e, g
+    return repr(expected), repr(got)
 
 
 def _short(value) -> str:

@@ -34,16 +34,19 @@ class InProcessChannel:
         self.worker.device = device
 
     def request(self, message: dict, arrays: list, timeout: float) -> tuple[dict, list]:
-        reply, reply_arrays = self.worker.handle(*_roundtrip(message, arrays))
-        return _roundtrip(reply, reply_arrays)
+        reply, reply_arrays = self.worker.handle(*_roundtrip(message, arrays, bounded=False))
+        try:
+            return _roundtrip(reply, reply_arrays)
+        except wire.WireError as exc:  # as Sandbox.request reports it
+            raise WorkerFailure("broken", str(exc)) from None
 
 
-def _roundtrip(message, arrays):
+def _roundtrip(message, arrays, bounded: bool = True):
     """Same bytes as over a pipe, so in-process answers have exactly the types remote ones have."""
     data = wire.pack(message, arrays)
     n_json, n_npz = wire.header_lengths(data[:wire.HEADER_SIZE])
     body = data[wire.HEADER_SIZE:wire.HEADER_SIZE + n_json]
-    return wire.unpack(body, data[wire.HEADER_SIZE + n_json:])
+    return wire.unpack(body, data[wire.HEADER_SIZE + n_json:], bounded=bounded)
 
 
 class Student:
@@ -192,6 +195,8 @@ def _crash_message(failure: WorkerFailure, label: str, timeout: float) -> str:
                 "(look for a loop whose condition never changes, or work repeated inside a loop).")
     if failure.kind == "died":
         return f"{label} ended the student's process: {failure.detail}. Other questions are graded in a fresh process."
+    if failure.kind == "broken" and failure.detail.startswith(wire.TOO_LARGE):
+        return f"{label}: {failure.detail}."
     if failure.kind == "unavailable":
         return f"{label} could not run: {failure.detail}"
     return f"{label}: the student's process sent something unreadable ({failure.detail})."

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from autograder import extract, forbidden
 from autograder.assignments import Assignment
-from autograder.checks import Context, seed_everything, seed_for
+from autograder.checks import Context, load_reference_results, seed_everything, seed_for
 from autograder.errors import CheckFailed
 from autograder.remote import Student
 from autograder.sandbox import Limits, Sandbox, WorkerFailure
@@ -68,7 +68,10 @@ def resolve_device(device: str) -> str:
 
 
 def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", public_only: bool = False,
-          questions: set[str] | None = None, limits: Limits | None = None) -> Report:
+          questions: set[str] | None = None, limits: Limits | None = None,
+          reference_results: dict | None = None) -> Report:
+    """Grade one submission. `reference_results` (from `reference_results(assignment)`) lets a batch
+    read the cached reference results once, before any worker of any submission has run."""
     started = time.monotonic()
     if not assignment.uses_torch:
         device = "cpu"  # nothing to place on a GPU, and the CPU worker keeps its memory limit
@@ -77,8 +80,11 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
     check_fns = [fn for fn in assignment.checks(public_only)
                  if questions is None or fn.lmgrade_check.question in questions]
     ref = None if public_only else assignment.reference()
-    ctx_args = {"ref": ref, "fixtures": assignment.fixtures(), "device": device,
-                "cache_tag": _cache_tag(assignment) if ref is not None else None,
+    cache_tag = _cache_tag(assignment) if ref is not None else None
+    if cache_tag is not None and reference_results is None:  # before the worker starts, never after
+        reference_results = load_reference_results(cache_tag, ref, {sys.modules[fn.__module__] for fn in check_fns})
+    ctx_args = {"ref": ref, "fixtures": assignment.fixtures(), "device": device, "cache_tag": cache_tag,
+                "reference_results": reference_results,
                 "submission_seed": zlib.crc32("".join(c.source for c in sub.cells).encode())}
     if sub.unreadable:
         report.notes.insert(0, f"Nothing could be graded: {sub.unreadable}")
@@ -96,8 +102,34 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
                 report.results.append(_result(fn.lmgrade_check, False, banned) if banned
                                       else _run_check(fn, student, box, limits, ctx_args))
             report.notes += _load_notes(sub, box)
+        _blame_earlier_functions(report.results, [fn.lmgrade_check for fn in check_fns])
     report.execution_time = time.monotonic() - started
     return report
+
+
+def reference_results(assignment: Assignment) -> dict:
+    """The assignment's cached reference results, read (or computed) now: call before any worker runs."""
+    checks = assignment.checks(False)
+    return load_reference_results(_cache_tag(assignment), assignment.reference(),
+                                  {sys.modules[fn.__module__] for fn in checks})
+
+
+def _blame_earlier_functions(results: list, specs: list) -> None:
+    """A check that fails because a function it `needs` is wrong says so, naming that function's question."""
+    failing: dict[str, str] = {}  # student name -> question of a failing check that grades it
+    for result, spec in zip(results, specs):
+        if not result.passed:
+            for name in spec.uses:
+                failing.setdefault(name, spec.question)
+    for result, spec in zip(results, specs):
+        if result.passed or not spec.needs:
+            continue
+        lines = [f"`{name}` (Q{failing[name]}) fails its own checks; fix it first."
+                 for name in spec.needs if name in failing and name not in spec.uses]
+        if lines:
+            blame = "\n" + "\n".join(lines)
+            room = OUTPUT_LIMIT + len("\n... (feedback truncated)") - len(blame)
+            result.output = (result.output if len(result.output) <= room else result.output[:room]) + blame
 
 
 def _cache_tag(assignment: Assignment) -> str:

@@ -29,12 +29,18 @@ def assert_module_close(got, expected: torch.Tensor, what: str, dtype: torch.dty
     assert_close(got, expected, what, rtol=rtol, atol=atol)
 
 
-def assert_on_device(value, device: str, what: str) -> None:
-    """The student's output stayed where its inputs were (on CUDA this catches a stray `.cpu()`)."""
+def assert_on_device(value, device: str, what: str) -> str | None:
+    """The student's output stayed where its inputs were (on CUDA this catches a stray `.cpu()`).
+
+    The device a tensor came from is what the student's process SAYS (a graded cell can change the
+    engine's encoder), so it can only fail a check, never earn points: a reported foreign device
+    is self-incriminating and fails; otherwise a note is returned ("reported, not verified").
+    """
     where = getattr(value, "lmgrade_device", None)
     if where is not None and where.split(":")[0] != device.split(":")[0]:
         raise CheckFailed(f"{what}: inputs were on {device} but the output came back on {where}; "
                           "keep tensors on the device of the inputs (no .cpu() or device=... inside).")
+    return f"{what}: reported on {where or 'an unknown device'} by your process (not verified, not scored)."
 
 
 def output(value, index: int | None, what: str) -> torch.Tensor:
@@ -49,62 +55,159 @@ def output(value, index: int | None, what: str) -> torch.Tensor:
 
 
 # ---- gradients --------------------------------------------------------------------------------
-class _RemoteFunction(torch.autograd.Function):
-    """The student's function as an autograd node: forward and backward run in the student's process."""
-
-    @staticmethod
-    def forward(ctx, call, args, wrt, output_index, *inputs):
-        full = list(args)
-        for i, x in zip(wrt, inputs):
-            full[i] = x.detach()
-        ctx.call, ctx.full, ctx.wrt, ctx.output_index = call, full, wrt, output_index
-        out = output(call(*full), output_index, call._label)
-        if out.dtype != torch.float64:
-            raise CheckFailed(f"{call._label}: float64 inputs gave a {str(out.dtype).removeprefix('torch.')} "
-                              "output; keep the inputs' dtype (no hard-coded dtype=...)")
-        return out.detach().clone()
-
-    @staticmethod
-    def backward(ctx, grad):
-        got = ctx.call.vjp(ctx.full, list(ctx.wrt), grad, output_index=ctx.output_index or 0)
-        grads = got["input_grads"] if isinstance(got, dict) else None
-        if not isinstance(grads, list) or len(grads) != len(ctx.wrt):
-            raise CheckFailed(f"backward through {ctx.call._label} did not return gradients for every input")
-        return (None, None, None, None, *[g.to(torch.float64) for g in grads])
+# Central differences in float64 with a step of 1e-6 are accurate to ~1e-9 relative; a wrong
+# gradient is off by far more. Tolerances as torch.autograd.gradcheck's.
+FD_EPS, FD_ATOL, FD_RTOL = 1e-6, 1e-5, 1e-3
+N_DIRECTIONS = 2  # random directions per input: each costs two forward calls
 
 
-def gradcheck(call, args: list, wrt: list[int], what: str, *, output_index: int | None = None) -> None:
-    """`torch.autograd.gradcheck` in float64 of the student's function w.r.t. `args[i]` for i in `wrt`.
+def _float64(args: list) -> list:
+    return [a.detach().to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for a in args]
 
-    Why gradcheck and not only "equals the reference": it also catches code whose forward is right
-    but whose graph is cut (`.detach()`, `.data`, `torch.no_grad()`, in-place writes).
-    """
-    inputs = [args[i].detach().to(torch.float64).requires_grad_(True) for i in wrt]
-    fixed = [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+
+def _vjp(call, args: list, wrt: list[int], cotangent: torch.Tensor, output_index: int | None,
+         plain: torch.Tensor, what: str) -> dict:
+    """The worker's vjp, with what the grader can check about it checked: its output is the plain call's."""
+    got = call.vjp(args, list(wrt), cotangent, output_index=output_index or 0)
+    if not isinstance(got, dict):
+        raise CheckFailed(f"backward through {what} did not return gradients")
+    claimed = got.get("output")
+    if not isinstance(claimed, torch.Tensor):
+        raise CheckFailed(f"backward through {what} did not return its output")
     try:
-        ok = torch.autograd.gradcheck(lambda *xs: _RemoteFunction.apply(call, fixed, wrt, output_index, *xs),
-                                      inputs, fast_mode=True, raise_exception=False)
-    except RuntimeError as exc:  # torch's own complaints (CheckFailed from the student's calls passes through)
-        raise CheckFailed(f"{what}: gradcheck could not run ({exc})") from None
-    if not ok:
-        raise CheckFailed(f"{what}: torch.autograd.gradcheck in float64 failed: the gradient autograd computes "
-                          "through your code disagrees with finite differences of your own forward. Look for "
-                          ".detach(), .data, torch.no_grad(), in-place writes, or a non-differentiable step.")
+        assert_close(claimed, plain, "")
+    except CheckFailed:
+        raise CheckFailed(f"{what}: the output computed for the backward pass differs from a plain call's output "
+                          "on the same inputs: is randomness left on (dropout, a fresh random tensor)?") from None
+    return got
+
+
+def _check_grad_shape(grad, like: torch.Tensor, what: str) -> torch.Tensor:
+    if not isinstance(grad, torch.Tensor) or tuple(grad.shape) != tuple(like.shape):
+        raise CheckFailed(f"{what}: the gradient has shape {tuple(getattr(grad, 'shape', ()))}, "
+                          f"expected {tuple(like.shape)}")
+    return grad.detach().to(torch.float64)
+
+
+def _directions(what: str, shape: tuple, n: int) -> list[torch.Tensor]:
+    """Unit-variance directions, the same on every run for the same call (a stable score)."""
+    import zlib
+    rng = np.random.default_rng(zlib.crc32(f"{what}|{shape}".encode()))
+    return [torch.from_numpy(rng.standard_normal(shape)) for _ in range(n)]
+
+
+def _directional_mismatch(forward, perturb, grads_dot, cotangent: torch.Tensor, direction) -> tuple[float, float] | None:
+    """(analytic, numeric) when <vjp, d> disagrees with the central difference (f(x+eps d) - f(x-eps d)).u / 2eps."""
+    plus, minus = forward(perturb(direction, FD_EPS)), forward(perturb(direction, -FD_EPS))
+    numeric = float(((plus - minus) * cotangent).sum()) / (2 * FD_EPS)
+    analytic = float(grads_dot(direction))
+    if not abs(analytic - numeric) <= FD_ATOL + FD_RTOL * abs(numeric):
+        return analytic, numeric
+    return None
+
+
+def gradcheck(call, args: list, wrt: list[int], what: str, *, output_index: int | None = None,
+              reference=None) -> None:
+    """The worker's gradients of the student's function w.r.t. `args[i]` (i in `wrt`), verified in float64.
+
+    The vjp the worker reports is a claim (a graded cell can replace the engine's code there), so
+    here the grader checks it: its output equals a plain forward call's; for random directions d,
+    <J^T u, d> equals the central difference of the student's FORWARD, (f(x+eps d) - f(x-eps d)).u
+    / 2eps, computed from forward calls by the grader; and, given a trusted `reference` callable,
+    the gradients equal the reference's autograd. This catches code whose forward is right but
+    whose graph is cut (`.detach()`, `.data`, `torch.no_grad()`, in-place writes).
+    """
+    label = getattr(call, "_label", what)
+    fixed = _float64(list(args))
+    plain = output(call(*fixed), output_index, label)
+    if plain.dtype != torch.float64:
+        raise CheckFailed(f"{label}: float64 inputs gave a {str(plain.dtype).removeprefix('torch.')} "
+                          "output; keep the inputs' dtype (no hard-coded dtype=...)")
+    plain = plain.detach()
+    cotangent = _directions(what + "|u", tuple(plain.shape), 1)[0]
+    got = _vjp(call, fixed, wrt, cotangent, output_index, plain, what)
+    grads = got.get("input_grads")
+    if not isinstance(grads, list) or len(grads) != len(wrt):
+        raise CheckFailed(f"backward through {label} did not return gradients for every input")
+    grads = [_check_grad_shape(g, fixed[i], f"{what}: gradient w.r.t. input {i}") for g, i in zip(grads, wrt)]
+
+    def forward(full):
+        return output(call(*full), output_index, label).detach().to(torch.float64)
+
+    for g, i in zip(grads, wrt):
+        for d in _directions(f"{what}|{i}", tuple(fixed[i].shape), N_DIRECTIONS):
+            def perturb(direction, step, i=i):
+                full = list(fixed)
+                full[i] = fixed[i] + step * direction
+                return full
+            bad = _directional_mismatch(forward, perturb, lambda direction, g=g: (g * direction).sum(), cotangent, d)
+            if bad:
+                raise CheckFailed(
+                    f"{what}: gradcheck in float64 failed for input {i}: along a random direction the gradient "
+                    f"your backward pass gives ({bad[0]:.8g}) disagrees with finite differences of your own "
+                    f"forward ({bad[1]:.8g}). Look for .detach(), .data, torch.no_grad(), in-place writes, or a "
+                    "non-differentiable step.")
+    if reference is not None:
+        inputs = [fixed[i].clone().requires_grad_(True) for i in wrt]
+        full = list(fixed)
+        for x, i in zip(inputs, wrt):
+            full[i] = x
+        with torch.enable_grad():
+            ref_out = output(reference(*full), output_index, what)
+            expected = torch.autograd.grad((ref_out * cotangent).sum(), inputs, allow_unused=True)
+        for g, e, i in zip(grads, expected, wrt):
+            e = torch.zeros_like(fixed[i]) if e is None else e
+            assert_close(g, e, f"{what}: gradient w.r.t. input {i} (against the reference)", rtol=1e-7, atol=1e-9)
 
 
 def assert_param_grads(module, ref_module: torch.nn.Module, args: list, what: str, *, rng) -> None:
-    """Gradients w.r.t. every parameter equal the reference's (same weights), in float64."""
+    """Gradients w.r.t. every parameter equal the reference's (same weights), in float64.
+
+    The worker's answer is verified twice by the grader: against the reference's autograd, and,
+    along a random direction in parameter space, against central differences of the student's own
+    forward (parameters set through `load_state_dict`, then restored exactly).
+    """
+    args = list(args)
     ref_out = output(ref_module(*args), None, what)
+    plain = output(module(*args), None, what).detach()
     cotangent = torch.from_numpy(rng.standard_normal(tuple(ref_out.shape)))
-    got = module.vjp(list(args), [], cotangent)
+    got = _vjp(module, args, [], cotangent, None, plain, what)
     expected = torch.autograd.grad((ref_out * cotangent).sum(), list(ref_module.parameters()))
-    got_grads = got.get("param_grads", {}) if isinstance(got, dict) else {}
-    for (name, _), grad in zip(ref_module.named_parameters(), expected):
+    got_grads = got.get("param_grads", {})
+    if not isinstance(got_grads, dict):
+        raise CheckFailed(f"{what}: backward did not return parameter gradients")
+    named = list(ref_module.named_parameters())
+    checked = {}
+    for (name, param), grad in zip(named, expected):
         if name not in got_grads:
             raise CheckFailed(f"{what}: no gradient reached parameter `{name}`; is it used in forward?")
-        if np.all(got_grads[name].numpy() == 0) and bool(grad.abs().max() > 0):
+        g = _check_grad_shape(got_grads[name], param, f"{what}: gradient of `{name}`")
+        if bool(torch.all(g == 0)) and bool(grad.abs().max() > 0):
             raise CheckFailed(f"{what}: the gradient of `{name}` is all zeros; is `{name}` used in forward?")
-        assert_close(got_grads[name], grad, f"{what}: gradient of `{name}`", rtol=1e-7, atol=1e-9)
+        assert_close(g, grad, f"{what}: gradient of `{name}`", rtol=1e-7, atol=1e-9)
+        checked[name] = g
+    dtype = plain.dtype
+    if dtype != torch.float64:
+        return  # finite differences need float64; the reference comparison above stands
+    original = {name: p.detach().clone() for name, p in named}
+    directions = {name: _directions(f"{what}|{name}", tuple(p.shape), 1)[0] for name, p in named}
+
+    def forward(state):
+        module.load_state_dict(state, False)
+        return output(module(*args), None, what).detach().to(torch.float64)
+
+    def perturb(direction, step):
+        return {name: (original[name].double() + step * direction[name]).to(dtype) for name in original}
+
+    try:
+        bad = _directional_mismatch(forward, perturb, lambda d: sum((checked[n] * d[n]).sum() for n in checked),
+                                    cotangent, directions)
+    finally:
+        module.load_state_dict({name: p.to(dtype) for name, p in original.items()}, False)
+    if bad:
+        raise CheckFailed(f"{what}: along a random direction in parameter space the parameter gradients "
+                          f"({bad[0]:.8g}) disagree with finite differences of your own forward ({bad[1]:.8g}).")
 
 
 # ---- properties -------------------------------------------------------------------------------
@@ -121,8 +224,8 @@ def assert_causal(call, x: torch.Tensor, what: str, *, time_dim: int = 1, positi
         after = call(changed)
         keep = [slice(None)] * x.dim()
         keep[time_dim] = slice(0, p + 1)
-        try:
-            assert_close(after[tuple(keep)], base[tuple(keep)], "")
+        try:  # tolerance of the input's dtype: the student's output dtype must not loosen it
+            assert_close(after[tuple(keep)], base[tuple(keep)].to(x.dtype), "")
         except CheckFailed:
             raise CheckFailed(f"{what}: changing the input after position {p} changed the output at positions "
                               f"0..{p}, so position {p} sees the future. Check the causal mask (True = may attend) "
@@ -143,15 +246,25 @@ def assert_permutation_equivariant(call, x: torch.Tensor, what: str, *, rng, tim
 
 
 def assert_device_agnostic(call, args: list, what: str, *, device_arg: str | None = None,
-                           follows_dtype: bool = True) -> str | None:
-    """No tensor on a hard-coded device or dtype, checked on the `meta` device in float32 and float64.
+                           follows_dtype: bool = True) -> str:
+    """No tensor on a hard-coded device or dtype, probed on the `meta` device in float32 and float64.
 
-    The call must first work normally (else it fails here). `device_arg` names a keyword argument
-    that says where to create the output (as in `causal_mask(T, device=...)`); `follows_dtype=False`
-    for a function whose float outputs do not come from float inputs. Returns a note when the code
-    works but cannot run on `meta` for another reason (`.item()`, say): then nothing is concluded.
+    What the probe sees happens inside the student's process, whose code (the engine's included)
+    a graded cell can replace. So this only ever FAILS a check, on what the grader observes itself
+    (the real call's output dtype) or on what the worker reports against itself (a foreign device,
+    a wrong dtype); otherwise it returns a note. It can never be the basis of points: a check that
+    awards points for dtype-following must verify numerics (run in float64, compare with a float64
+    truth at float64 tolerance). When the code cannot run on `meta` (`.item()`, say) the note says
+    it was not checked.
+
+    `device_arg` names a keyword argument that says where to create the output (as in
+    `causal_mask(T, device=...)`); `follows_dtype=False` for a function whose float outputs do not
+    come from float inputs.
     """
-    call(*args)
+    _check_real_dtype(call(*args), args, what, follows_dtype)
+    if follows_dtype and "handle" not in getattr(call, "_target", {}) and any(
+            isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in args):
+        _check_real_dtype(call(*_float64(list(args))), _float64(list(args)), what, follows_dtype)
     kwargs = {device_arg: "meta"} if device_arg else {}
     for dtype in ("float32", "float64"):
         try:
@@ -163,18 +276,39 @@ def assert_device_agnostic(call, args: list, what: str, *, device_arg: str | Non
                                   "Create tensors on the inputs' device: device=x.device, or torch.*_like(x).") from None
             return (f"{what} could not run on the meta device ({_first_line(text)}), "
                     "so device independence was not checked.")
+        if not isinstance(probe, dict):
+            return f"{what}: the meta-device probe gave no readable report, so device independence was not checked."
         if probe.get("foreign"):
-            raise CheckFailed(f"{what}: with every input and parameter on another device, {probe['foreign']}: "
+            raise CheckFailed(f"{what}: with every input and parameter on another device, {str(probe['foreign'])[:300]}: "
                               "a tensor is created on a hard-coded device (torch.zeros/ones/arange/tril/tensor "
                               "without device=, or .cpu()/.to('cpu')). It works on the CPU and breaks on a GPU; "
                               "pass device=x.device.")
-        for out in probe.get("outputs", []):
-            if out["device"] != "meta":
-                raise CheckFailed(f"{what}: an output came back on {out['device']} instead of the inputs' device.")
-            if follows_dtype and out["dtype"] in ("float32", "float64") and out["dtype"] != dtype:
-                raise CheckFailed(f"{what}: with {dtype} inputs and parameters an output was {out['dtype']}; "
+        outputs = probe.get("outputs", [])
+        for out in outputs if isinstance(outputs, list) else []:
+            if not isinstance(out, dict):
+                continue
+            if out.get("device") != "meta":
+                raise CheckFailed(f"{what}: an output came back on {str(out.get('device'))[:40]} instead of the "
+                                  "inputs' device.")
+            if follows_dtype and out.get("dtype") in ("float32", "float64") and out.get("dtype") != dtype:
+                raise CheckFailed(f"{what}: with {dtype} inputs and parameters an output was {out.get('dtype')}; "
                                   "do not hard-code dtype=... (use dtype=x.dtype or torch.*_like(x)).")
-    return None
+    return (f"{what}: ran on the meta device in float32 and float64 without a fixed device or dtype "
+            "(reported by your process: not verified, not scored).")
+
+
+def _check_real_dtype(value, args: list, what: str, follows_dtype: bool) -> None:
+    """Outputs the grader received (their dtype is the data's own) follow the float inputs' dtype."""
+    floats = {a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()}
+    if not follows_dtype or len(floats) != 1:
+        return
+    (want,) = floats
+    values = value if isinstance(value, (tuple, list)) else [value]
+    for out in values:
+        if isinstance(out, torch.Tensor) and out.is_floating_point() and out.dtype != want:
+            raise CheckFailed(f"{what}: with {str(want).removeprefix('torch.')} inputs an output was "
+                              f"{str(out.dtype).removeprefix('torch.')}; do not hard-code dtype=... "
+                              "(use dtype=x.dtype or torch.*_like(x)).")
 
 
 def _first_line(text: str) -> str:

@@ -15,7 +15,16 @@ import struct
 import numpy as np
 
 MAX_DEPTH = 64
-MAX_MESSAGE_BYTES = 1 << 30  # 1 GiB: larger replies are treated as a broken worker
+MAX_MESSAGE_BYTES = 1 << 30  # 1 GiB: larger messages are treated as a broken worker
+# What a reply from the worker may make the grader build (`unpack(..., bounded=True)`, the
+# default). Why: json.loads turns "[[],[],...]" into 20 times its size in Python objects, and a
+# deflated npz member can declare a gigabyte in a few kilobytes. Arrays are stored uncompressed by
+# `pack`, so their decoded size never exceeds the bytes received; JSON is bounded by bytes (which
+# also bounds string characters) and by a count of values made before parsing.
+MAX_REPLY_JSON_BYTES = 64 << 20
+MAX_REPLY_JSON_VALUES = 4_000_000  # values (numbers, strings, lists, dicts) in one reply's JSON
+MAX_REPLY_ARRAY_ELEMENTS = 1 << 26  # elements over all arrays of one reply
+MAX_REPLY_ARRAY_BYTES = 512 << 20
 _HEADER = struct.Struct(">QQ")  # (json bytes, npz bytes)
 
 
@@ -198,8 +207,15 @@ def header_lengths(header: bytes) -> tuple[int, int]:
 HEADER_SIZE = _HEADER.size
 
 
-def unpack(body: bytes, blob: bytes) -> tuple[dict, list]:
-    """Parse JSON and arrays; never unpickles."""
+def unpack(body: bytes, blob: bytes, *, bounded: bool = True) -> tuple[dict, list]:
+    """Parse JSON and arrays; never unpickles.
+
+    `bounded` (the grader reading a worker's reply) refuses, before building anything, a reply
+    whose JSON or arrays exceed the MAX_REPLY_* limits, with a WireError that says so. The worker
+    reading the grader's requests passes `bounded=False`.
+    """
+    if bounded:
+        _check_json_size(body)
     try:
         message = json.loads(body.decode())
     except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, huge ints, absurd nesting
@@ -208,10 +224,15 @@ def unpack(body: bytes, blob: bytes) -> tuple[dict, list]:
     if blob:
         try:
             with np.load(io.BytesIO(blob), allow_pickle=False) as npz:
+                infos = npz.zip.infolist()
                 # declared sizes bound what decompression can produce: no zip bombs
-                if sum(info.file_size for info in npz.zip.infolist()) > MAX_MESSAGE_BYTES:
+                if sum(info.file_size for info in infos) > MAX_MESSAGE_BYTES:
                     raise WireError("arrays too large")
+                if bounded:
+                    _check_array_sizes(npz, infos, len(blob))
                 arrays = [npz[f"arr_{i}"] for i in range(len(npz.files))]
+        except WireError:
+            raise
         except Exception as exc:  # noqa: BLE001 - any parse failure means a broken message
             raise WireError(f"malformed arrays: {exc}") from None
         if any(type(a) is not np.ndarray for a in arrays):  # np.load gives raw bytes for a non-.npy member
@@ -219,6 +240,41 @@ def unpack(body: bytes, blob: bytes) -> tuple[dict, list]:
     if type(message) is not dict:
         raise WireError("malformed message")
     return message, arrays
+
+
+TOO_LARGE = "the reply was too large"
+
+
+def _check_json_size(body: bytes) -> None:
+    """Bound the Python objects json.loads would build, from the bytes alone (C-speed counts)."""
+    if len(body) > MAX_REPLY_JSON_BYTES:
+        raise WireError(f"{TOO_LARGE}: {len(body):,} bytes of JSON (at most {MAX_REPLY_JSON_BYTES:,}); "
+                        "return smaller results (arrays rather than long lists, summaries rather than everything)")
+    # every value but the first follows a ',' or ':' or opens a list or dict: an upper bound
+    values = body.count(b",") + body.count(b":") + body.count(b"[") + body.count(b"{") + 1
+    if values > MAX_REPLY_JSON_VALUES:
+        raise WireError(f"{TOO_LARGE}: about {values:,} values in nested lists and dicts (at most "
+                        f"{MAX_REPLY_JSON_VALUES:,}); return arrays rather than long lists")
+
+
+def _check_array_sizes(npz, infos, blob_bytes: int) -> None:
+    """Arrays decode to at most the bytes received (pack never compresses) and to a bounded count."""
+    declared = sum(info.file_size for info in infos)
+    if declared > blob_bytes or any(info.compress_type != 0 for info in infos):
+        raise WireError("malformed arrays: compressed members (the grader's format stores them as they are)")
+    if declared > MAX_REPLY_ARRAY_BYTES:
+        raise WireError(f"{TOO_LARGE}: {declared:,} bytes of arrays (at most {MAX_REPLY_ARRAY_BYTES:,})")
+    elements = 0
+    for name in npz.files:
+        with npz.zip.open(name + ".npy") as f:
+            version = np.lib.format.read_magic(f)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape = read_header(f, max_header_size=10000)[0]
+        elements += math.prod(shape)
+        if elements > MAX_REPLY_ARRAY_ELEMENTS:
+            raise WireError(f"{TOO_LARGE}: more than {MAX_REPLY_ARRAY_ELEMENTS:,} array elements "
+                            "(return smaller arrays)")
 
 
 def to_json_tree(value):

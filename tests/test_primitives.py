@@ -29,11 +29,27 @@ def test_assert_close_reports_worst_index_and_errors():
     assert "Max abs error 0.5" in message
 
 
-def test_tolerances_follow_the_dtype():
+def test_tolerances_follow_the_expected_dtype_never_the_returned_one():
     x = torch.randn(5, 7, dtype=torch.float64)
-    noisy32 = (x + 1e-7 * torch.randn_like(x)).float()
-    assert_close(noisy32, x, "float32 result")  # float32 rounding is fine for float32 results
-    assert "differ" in failure(assert_close, x + 1e-5, x, "float64 result")  # not for float64 ones
+    noisy = x + 1e-7 * torch.randn_like(x)
+    assert_close(noisy.float(), x.float(), "float32 result")  # float32 rounding is fine where float32 is expected
+    assert "differ" in failure(assert_close, x + 1e-5, x, "float64 result")  # not where float64 is
+    assert "differ" in failure(assert_close, noisy.float(), x, "float32 where float64 is expected")
+    # returning float16 loosens nothing: float32 expected keeps float32's tolerance
+    message = failure(assert_close, x.half(), x.float(), "float16 result")
+    assert "rtol=1.3e-06" in message and "float16 where float32 was expected" in message
+    assert_close(noisy.float(), x, "explicit tolerance", rtol=1e-5, atol=1e-5)  # the check may choose
+
+
+def test_messages_show_enough_digits_name_the_item_and_never_divide_by_zero():
+    message = failure(assert_close, np.array([0.1194031, 2.0]), np.array([0.1194035, 2.0]), "p(w)",
+                      labels=["('the', 'cat')", "x"])
+    assert "expected 0.1194035, got 0.1194031" in message and "('the', 'cat')" in message
+    assert "computed in float32?" in message
+    message = failure(assert_close, np.array([1e-3, 1.0]), np.array([0.0, 1.0]), "f")
+    assert "expected 0" in message and "no relative error" in message and "e+" not in message
+    assert "computed in float32" not in failure(assert_close, np.array([1.5]), np.array([1.0]), "f")
+    assert "NaN" in failure(assert_close, np.array([np.nan]), np.array([0.0]), "f", labels=lambda i: "w")
 
 
 def test_shape_nan_and_finite_diagnostics():

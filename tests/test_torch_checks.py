@@ -55,8 +55,9 @@ def x64(*shape):
     return torch.from_numpy(np.random.default_rng(0).standard_normal(shape))
 
 
-def test_device_agnostic_code_passes(student):
-    assert assert_device_agnostic(student.scale_rows, [x64(2, 3)], "scale_rows") is None
+def test_device_agnostic_code_passes_with_a_note_that_earns_nothing(student):
+    note = assert_device_agnostic(student.scale_rows, [x64(2, 3)], "scale_rows")
+    assert "not verified, not scored" in note
 
 
 @pytest.mark.parametrize("name", ["scale_rows_cpu", "matmul_cpu"])
