@@ -18,7 +18,7 @@ def solution_notebook(tmp_path_factory):
 def test_staff_solution_passes_every_check_without_notes(solution_notebook):
     report = runner.grade(solution_notebook, ATTENTION, device="cpu")
     assert {r.name: r.output for r in report.results if r.output != "Passed."} == {}
-    assert report.score == report.max_score == 40
+    assert report.score == report.max_score == 42
     assert {r.question for r in report.results} == set(ATTENTION.questions)
 
 
@@ -29,12 +29,14 @@ def test_untouched_starter_scores_zero_with_a_message_per_check():
     assert all("not implemented yet" in r.output for r in report.results)
 
 
-def test_every_question_with_code_has_public_and_hidden_checks():
+def test_every_question_has_public_and_hidden_checks_and_names_what_it_grades():
     checks = [fn.lmgrade_check for fn in ATTENTION.checks()]
-    with_code = set(ATTENTION.questions) - {"7"}  # Q7 grades the Q4-Q6 code on other devices
-    assert {c.question for c in checks if c.public} == with_code
+    assert {c.question for c in checks if c.public} == set(ATTENTION.questions)
     assert {c.question for c in checks if not c.public} == set(ATTENTION.questions)
     assert all(c.uses for c in checks), "every check names the student code it grades"
+    modules = {"MultiHeadAttention", "GroupedQueryAttention"}
+    assert all("scaled_dot_product_attention" in c.needs for c in checks if set(c.uses) & modules), \
+        "a module check names the earlier function it relies on"
 
 
 @pytest.mark.gpu

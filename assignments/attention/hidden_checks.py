@@ -2,8 +2,15 @@
 
 Expected values come from torch built-ins holding the same weights where one exists
 (`F.scaled_dot_product_attention`, `nn.MultiheadAttention`, SDPA with `enable_gqa`), from the
-formula where it is short, and from the reference otherwise. Student outputs in float32 are
-compared with a float64 truth. Dims are always distinct (B != T != d != heads).
+formula where it is short, and from the reference otherwise; every one is computed here, in
+float64. Dims are always distinct (B != T != d != heads) and T_q != T_k wherever a mask applies.
+
+Every call into the student's code goes through `call`: its tensor arguments are stored in the
+student's process first and read back afterwards, so a function that changes its inputs
+(`mask.unsqueeze_`, `x += pos`, `q /= ...`) fails the check of that function. Points for running
+in float64 and on other devices (Q7) rest on float64 numerics verified here; the meta-device probe
+can only fail a check. Later questions declare the earlier functions they rely on (`needs`) so a
+failure caused by `scaled_dot_product_attention` says so.
 """
 import math
 
@@ -14,9 +21,11 @@ from torch import nn
 from autograder.checks import check
 from autograder.compare import assert_close, assert_dtype, assert_equal, assert_finite, assert_shape
 from autograder.errors import CheckFailed
+from autograder.purity import call_pure
 from autograder.torch_checks import (
-    assert_causal, assert_device_agnostic, assert_module_close, assert_on_device, assert_param_grads,
-    assert_permutation_equivariant, gradcheck, linear_state, output, randn, reference_module, student_module,
+    MODULE_TOLERANCES, assert_causal, assert_device_agnostic, assert_module_close, assert_on_device,
+    assert_param_grads, assert_permutation_equivariant, gradcheck, linear_state, output, randn, reference_module,
+    student_module,
 )
 
 F32, F64 = torch.float32, torch.float64
@@ -34,45 +43,78 @@ def random_mask(t, *shape) -> torch.Tensor:
     return mask
 
 
-def call(t, fn, *args, what: str, index=None):
-    """Call the student's function, check the output's type and device, return it on the CPU."""
-    value = fn(*args)
+def call(t, fn, *args, what: str, index=None, want=None, shape=None, **kwargs):
+    """Call the student's function on inputs held in its process; fail if it changed them.
+
+    Checks the returned tensor (item `index` of a tuple): a tensor, on the inputs' device as far as
+    the student's process says, of dtype `want` and `shape` where the docstring fixes them. Other
+    keyword arguments go to the student's function.
+    """
+    value = call_pure(fn, *args, what=what, **kwargs)
     out = output(value, index, what)
     assert_on_device(out, t.device, what)
+    if want is not None:
+        assert_dtype(out, name_of(want), what + (f" output {index}" if index is not None else ""))
+    if shape is not None:
+        assert_shape(out, shape, what)
     return value
 
 
+def worker_dtype(t, dtype):
+    """A torch dtype object in the student's process, to pass as `dtype=` (dtypes are not wire data)."""
+    return t.student.put(torch.zeros(1, dtype=dtype), "a tensor").dtype.get()
+
+
+def meta_probe(t, fn, args, what, **kwargs) -> None:
+    """The meta-device probe: it can fail a check (a reported device or dtype mix-up), never earn points."""
+    note = assert_device_agnostic(fn, args, what, **kwargs)
+    if note and "not checked" in note:
+        t.note(note)
+
+
 # ---- Q1 ---------------------------------------------------------------------------------------
-@check(1, 1, "dot_product_attention against the formula", uses=("dot_product_attention",))
+Q1_CASES = ((3, 7, 5, 1.0), (1, 4, 6, 1.0), (2, 5, 3, 1000.0))  # (B, S, d, scale): batch of one, huge scores
+
+
+@check(1, 1, "dot_product_attention against the formula (float32, float64, batch of one, huge scores)",
+       uses=("dot_product_attention",))
 def dot_product_hidden(t):
-    for B, S, d in ((3, 7, 5), (1, 4, 6)):
+    for B, S, d, scale in Q1_CASES:
         for dtype in DTYPES:
-            h, H = randn(t, B, d, dtype=dtype), randn(t, B, S, d, dtype=dtype)
-            what = f"dot_product_attention(h ({B}, {d}), H ({B}, {S}, {d}), {name_of(dtype)})"
-            context, weights = call(t, t.student.dot_product_attention, h, H, what=what, index=0)
+            h, H = randn(t, B, d, dtype=dtype, scale=scale), randn(t, B, S, d, dtype=dtype)
+            what = f"dot_product_attention(h ({B}, {d}){' * 1000' if scale > 1 else ''}, H ({B}, {S}, {d}), {name_of(dtype)})"
+            context, weights = call(t, t.student.dot_product_attention, h, H, what=what, index=0, want=dtype,
+                                    shape=(B, d))
+            assert_dtype(weights, name_of(dtype), what + " weights")
             w = torch.softmax(torch.einsum("bsd,bd->bs", H.double(), h.double()), -1)
             assert_module_close(weights, w, what + " weights", dtype)
             assert_module_close(context, torch.einsum("bs,bsd->bd", w, H.double()), what + " context", dtype)
 
 
-@check(1, 1, "bilinear_attention with d_dec != d_enc", uses=("bilinear_attention",))
+@check(1, 1, "bilinear_attention with d_dec != d_enc (float32, float64, huge scores)", uses=("bilinear_attention",))
 def bilinear_hidden(t):
-    B, S, d_dec, d_enc = 3, 5, 4, 6
-    for dtype in DTYPES:
-        h, H, W = randn(t, B, d_dec, dtype=dtype), randn(t, B, S, d_enc, dtype=dtype), randn(t, d_dec, d_enc, dtype=dtype)
-        what = f"bilinear_attention(h ({B}, {d_dec}), H ({B}, {S}, {d_enc}), W ({d_dec}, {d_enc}), {name_of(dtype)})"
-        context, weights = call(t, t.student.bilinear_attention, h, H, W, what=what, index=0)
-        scores = torch.einsum("bi,ij,bsj->bs", h.double(), W.double(), H.double())
-        w = torch.softmax(scores, -1)
-        assert_module_close(weights, w, what + " weights", dtype)
-        assert_module_close(context, torch.einsum("bs,bsd->bd", w, H.double()), what + " context", dtype)
+    for B, S, d_dec, d_enc, scale in ((3, 5, 4, 6, 1.0), (1, 7, 5, 3, 1.0), (2, 4, 3, 5, 500.0)):
+        for dtype in DTYPES:
+            h, H = randn(t, B, d_dec, dtype=dtype), randn(t, B, S, d_enc, dtype=dtype)
+            W = randn(t, d_dec, d_enc, dtype=dtype, scale=scale)
+            what = (f"bilinear_attention(h ({B}, {d_dec}), H ({B}, {S}, {d_enc}), W ({d_dec}, {d_enc})"
+                    f"{' * 500' if scale > 1 else ''}, {name_of(dtype)})")
+            context, weights = call(t, t.student.bilinear_attention, h, H, W, what=what, index=0, want=dtype,
+                                    shape=(B, d_enc))
+            assert_shape(weights, (B, S), what + " weights")
+            w = torch.softmax(torch.einsum("bi,ij,bsj->bs", h.double(), W.double(), H.double()), -1)
+            assert_module_close(weights, w, what + " weights", dtype)
+            assert_module_close(context, torch.einsum("bs,bsd->bd", w, H.double()), what + " context", dtype)
 
 
 @check(1, 1, "gradients of both Q1 functions (gradcheck, float64)", uses=("dot_product_attention", "bilinear_attention"))
 def q1_gradients(t):
-    h, H, W = randn(t, 2, 3), randn(t, 2, 5, 3), randn(t, 3, 3)
-    gradcheck(t.student.dot_product_attention, [h, H], [0, 1], "dot_product_attention", output_index=0)
-    gradcheck(t.student.bilinear_attention, [h, H, W], [0, 1, 2], "bilinear_attention", output_index=0)
+    h, H, W = randn(t, 2, 3), randn(t, 2, 5, 3), randn(t, 3, 4)
+    H4 = randn(t, 2, 5, 4)
+    gradcheck(t.student.dot_product_attention, [h, H], [0, 1], "dot_product_attention", output_index=0,
+              reference=t.ref.dot_product_attention)
+    gradcheck(t.student.bilinear_attention, [h, H4, W], [0, 1, 2], "bilinear_attention", output_index=0,
+              reference=t.ref.bilinear_attention)
 
 
 # ---- Q2 ---------------------------------------------------------------------------------------
@@ -80,172 +122,227 @@ SDPA = ("scaled_dot_product_attention",)
 B, H, TQ, TK, DK, DV = 2, 3, 4, 6, 5, 7
 
 
-def sdpa_inputs(t, dtype, scale: float = 1.0):
-    return (randn(t, B, H, TQ, DK, dtype=dtype, scale=scale), randn(t, B, H, TK, DK, dtype=dtype),
-            randn(t, B, H, TK, DV, dtype=dtype))
+def sdpa_inputs(t, dtype, scale: float = 1.0, lead=(B, H)):
+    return (randn(t, *lead, TQ, DK, dtype=dtype, scale=scale), randn(t, *lead, TK, DK, dtype=dtype),
+            randn(t, *lead, TK, DV, dtype=dtype))
 
 
-def true_weights(q, k, mask) -> torch.Tensor:
+def true_attention(q, k, v, mask):
+    """float64 weights and output; a fully masked row gives zeros."""
     scores = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.shape[-1])
     if mask is not None:
         scores = scores.masked_fill(~mask, -math.inf)
-    return torch.softmax(scores, -1)
+    weights = torch.nan_to_num(torch.softmax(scores, -1), nan=0.0)
+    return weights @ v.double(), weights
 
 
-@check(2, 2, "scaled_dot_product_attention against F.scaled_dot_product_attention", uses=SDPA,
-       hint="the 1/sqrt(d_k) scaling (d_k = q.size(-1)), the softmax dimension (over keys: dim=-1), and the "
-            "mask's meaning (True = may attend), applied to the scores before the softmax.")
+def sdpa_what(q, k, v, label, dtype) -> str:
+    return (f"scaled_dot_product_attention(q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, {label}, "
+            f"{name_of(dtype)})")
+
+
+@check(2, 2, "scaled_dot_product_attention against F.scaled_dot_product_attention (4-D and 3-D, every mask shape)",
+       uses=SDPA, hint="the 1/sqrt(d_k) scaling (d_k = q.size(-1)), the softmax dimension (over keys: dim=-1), and the "
+                       "mask's meaning (True = may attend), applied to the scores before the softmax.")
 def sdpa_vs_builtin(t):
     masks = {"no mask": None, "a (T_q, T_k) mask": random_mask(t, TQ, TK),
              "a (B, 1, 1, T_k) mask": random_mask(t, B, 1, 1, TK), "a (B, h, T_q, T_k) mask": random_mask(t, B, H, TQ, TK)}
     for dtype in DTYPES:
         q, k, v = sdpa_inputs(t, dtype)
         for label, mask in masks.items():
-            what = (f"scaled_dot_product_attention(q ({B}, {H}, {TQ}, {DK}), k ({B}, {H}, {TK}, {DK}), "
-                    f"v ({B}, {H}, {TK}, {DV}), {label}, {name_of(dtype)})")
-            out, weights = call(t, t.student.scaled_dot_product_attention, q, k, v, mask, what=what, index=0)
+            what = sdpa_what(q, k, v, label, dtype)
+            out, weights = call(t, t.student.scaled_dot_product_attention, q, k, v, mask, what=what, index=0,
+                                want=dtype, shape=(B, H, TQ, DV))
+            assert_shape(weights, (B, H, TQ, TK), what + " weights")
             expected = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask)
             assert_module_close(out, expected, what + " output", dtype)
-            assert_module_close(weights, true_weights(q, k, mask), what + " weights", dtype)
+            assert_module_close(weights, true_attention(q, k, v, mask)[1], what + " weights", dtype)
+    q, k, v = sdpa_inputs(t, F64, lead=(1,))  # 3-D inputs, batch of one, mask given by keyword
+    mask = random_mask(t, TQ, TK)
+    what = sdpa_what(q, k, v, "mask=(T_q, T_k)", F64)
+    out, weights = call(t, t.student.scaled_dot_product_attention, q, k, v, mask=mask, what=what, index=0, want=F64)
+    assert_close(out, true_attention(q, k, v, mask)[0], what + " output")
+    assert_close(weights, true_attention(q, k, v, mask)[1], what + " weights")
 
 
 @check(2, 1, "attention weights: rows sum to 1, masked weights exactly 0", uses=SDPA)
 def sdpa_weight_rows(t):
     q, k, v = sdpa_inputs(t, F32)
     mask = random_mask(t, B, 1, TQ, TK)
-    _, weights = t.student.scaled_dot_product_attention(q, k, v, mask)
-    weights = output(weights, None, "scaled_dot_product_attention weights")
-    assert_close(weights.double().sum(-1), torch.ones(B, H, TQ, dtype=F64), "the sum of each row of the weights")
+    what = sdpa_what(q, k, v, "a (B, 1, T_q, T_k) mask", F32)
+    _, weights = call(t, t.student.scaled_dot_product_attention, q, k, v, mask, what=what, index=1)
+    assert_close(weights.double().sum(-1), torch.ones(B, H, TQ, dtype=F64), "the sum of each row of the weights",
+                 rtol=1e-5, atol=1e-5)
     leaked = weights.masked_select(~mask.expand(B, H, TQ, TK))
     if leaked.numel() and bool((leaked != 0).any()):
         raise CheckFailed(f"weights where the mask is False should be exactly 0, found {float(leaked.abs().max()):.3g}: "
                           "apply the mask to the scores before the softmax (and True means 'may attend').")
 
 
-@check(2, 1, "a fully masked row gives zero weights and a zero output (no NaN)", uses=SDPA)
+@check(2, 1, "a fully masked row gives zero weights and a zero output (no NaN), in float32 and float64", uses=SDPA)
 def sdpa_fully_masked(t):
-    q, k, v = sdpa_inputs(t, F64)
-    mask = random_mask(t, TQ, TK)
-    mask[1] = False  # query 1 may attend to nothing
-    out, weights = t.student.scaled_dot_product_attention(q, k, v, mask)
-    out, weights = output(out, None, "output"), output(weights, None, "weights")
-    assert_finite(out, "scaled_dot_product_attention output with query 1 fully masked")
-    assert_finite(weights, "scaled_dot_product_attention weights with query 1 fully masked")
-    assert_close(weights[:, :, 1], torch.zeros(B, H, TK, dtype=F64), "weights of the fully masked query 1")
-    assert_close(out[:, :, 1], torch.zeros(B, H, DV, dtype=F64), "output of the fully masked query 1")
-    rest = [0, 2, 3]
-    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    assert_close(out[:, :, rest], expected[:, :, rest], "outputs of the other queries")
+    for dtype in (F64, F32):
+        q, k, v = sdpa_inputs(t, dtype)
+        mask = random_mask(t, TQ, TK)
+        mask[1] = False  # query 1 may attend to nothing
+        what = sdpa_what(q, k, v, "query 1 fully masked", dtype)
+        out, weights = call(t, t.student.scaled_dot_product_attention, q, k, v, mask, what=what, index=0)
+        weights = output(weights, None, what)
+        assert_finite(out, what + " output")
+        assert_finite(weights, what + " weights")
+        assert_close(weights[:, :, 1], torch.zeros(B, H, TK, dtype=F64), what + " weights of query 1")
+        assert_close(out[:, :, 1], torch.zeros(B, H, DV, dtype=F64), what + " output of query 1")
+        rest = [0, 2, 3]
+        expected = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask)
+        assert_module_close(out[:, :, rest], expected[:, :, rest], what + " outputs of the other queries", dtype)
 
 
-@check(2, 1, "no NaN or inf when the scores are 1000 times larger", uses=SDPA)
+@check(2, 1, "no NaN or inf when the scores are 1000 times larger (float32 and float64)", uses=SDPA)
 def sdpa_stability(t):
-    q, k, v = sdpa_inputs(t, F64, scale=1000.0)
-    for label, mask in (("no mask", None), ("a mask", random_mask(t, TQ, TK))):
-        what = f"scaled_dot_product_attention(1000 * q, k, v, {label})"
-        out, weights = t.student.scaled_dot_product_attention(q, k, v, mask)
-        assert_finite(output(out, None, what), what + " output")
-        assert_finite(output(weights, None, what), what + " weights")
-        assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=mask), what + " output")
+    for dtype in (F64, F32):
+        q, k, v = sdpa_inputs(t, dtype, scale=1000.0)
+        for label, mask in (("no mask", None), ("a mask", random_mask(t, TQ, TK))):
+            what = sdpa_what(q, k, v, "1000 * q, " + label, dtype)
+            out, weights = call(t, t.student.scaled_dot_product_attention, q, k, v, mask, what=what, index=0)
+            assert_finite(out, what + " output")
+            assert_finite(output(weights, None, what), what + " weights")
+            assert_module_close(out, true_attention(q, k, v, mask)[0], what + " output", dtype)
 
 
-@check(2, 2, "gradients w.r.t. q, k and v (gradcheck, float64)", uses=SDPA)
+@check(2, 2, "gradients w.r.t. q, k and v (gradcheck, float64), also with a fully masked row", uses=SDPA)
 def sdpa_gradients(t):
     q, k, v = randn(t, 2, 3, 4), randn(t, 2, 5, 4), randn(t, 2, 5, 6)
-    for mask in (None, random_mask(t, 3, 5)):
+    with_empty_row = random_mask(t, 3, 5)
+    with_empty_row[2] = False
+    for label, mask in (("", None), (" with a mask", random_mask(t, 3, 5)),
+                        (" with query 2 fully masked", with_empty_row)):
         gradcheck(t.student.scaled_dot_product_attention, [q, k, v, mask], [0, 1, 2],
-                  "scaled_dot_product_attention" + (" with a mask" if mask is not None else ""), output_index=0)
+                  "scaled_dot_product_attention" + label, output_index=0, reference=t.ref.scaled_dot_product_attention)
 
 
 # ---- Q3 ---------------------------------------------------------------------------------------
-@check(3, 1.5, "causal_mask, square and with fewer queries than keys (lower-right)", uses=("causal_mask",))
+@check(3, 1.5, "causal_mask: bool, square and fewer queries than keys (lower-right), device=, long sequences",
+       uses=("causal_mask",))
 def causal_mask_hidden(t):
-    for shape in ((1, 1), (7, 7), (3, 8), (1, 9), (5, 6)):
+    for shape in ((1, 1), (7, 7), (3, 8), (1, 9), (5, 6), (2, 3000)):
         got = t.student.causal_mask(*shape)
         assert_dtype(got, "bool", f"causal_mask{shape}")
         T_q, T_k = shape
-        expected = [[j <= i + T_k - T_q for j in range(T_k)] for i in range(T_q)]
+        expected = (torch.arange(T_k)[None, :] <= torch.arange(T_q)[:, None] + T_k - T_q).tolist()
         assert_equal(got.tolist(), expected, f"causal_mask{shape}")
     assert_equal(t.student.causal_mask(4).tolist(), torch.ones(4, 4, dtype=torch.bool).tril().tolist(), "causal_mask(4)")
+    got = t.student.causal_mask(3, 5, device=t.device)
+    assert_dtype(got, "bool", f"causal_mask(3, 5, device={t.device!r})")
+    assert_equal(got.tolist(), torch.ones(3, 5, dtype=torch.bool).tril(2).tolist(), f"causal_mask(3, 5, device={t.device!r})")
 
 
-@check(3, 1.5, "padding_mask with empty and full sequences", uses=("padding_mask",))
+@check(3, 1.5, "padding_mask: bool (B, T), empty and full sequences, batch of one, lengths left as they were",
+       uses=("padding_mask",))
 def padding_mask_hidden(t):
-    for lengths, T in (([0, 6, 2, 5], 6), ([1], 3), ([3, 3], 7)):
-        got = t.student.padding_mask(torch.tensor(lengths), T)
-        assert_dtype(got, "bool", f"padding_mask(tensor({lengths}), {T})")
-        assert_equal(got.tolist(), [[p < n for p in range(T)] for n in lengths], f"padding_mask(tensor({lengths}), {T})")
+    for lengths, T, dtype in (([0, 6, 2, 5], 6, torch.int64), ([1], 3, torch.int64), ([3, 3], 7, torch.int32)):
+        what = f"padding_mask(tensor({lengths}, {name_of(dtype)}), {T})"
+        got = call(t, t.student.padding_mask, torch.tensor(lengths, dtype=dtype), T, what=what, want=torch.bool,
+                   shape=(len(lengths), T))
+        assert_equal(got.tolist(), [[p < n for p in range(T)] for n in lengths], what)
 
 
 # ---- Q4 ---------------------------------------------------------------------------------------
-MHA = ("MultiHeadAttention", "split_heads", "merge_heads", "scaled_dot_product_attention")
+MHA = ("MultiHeadAttention",)
 D, HEADS = 12, 3  # d_head = 4, and B = 2, T = 5 below: all distinct
 
 
-def mha_state(t, d: int = D, kv: int | None = None) -> dict:
+def mha_state(t, d: int = D, kv: int | None = None, bias: bool = True, scale: float = 1.0) -> dict:
     kv = d if kv is None else kv
-    return (linear_state(t, "q_proj", d, d) | linear_state(t, "k_proj", d, kv) | linear_state(t, "v_proj", d, kv)
-            | linear_state(t, "out_proj", d, d))
+    state = (linear_state(t, "q_proj", d, d, bias) | linear_state(t, "k_proj", d, kv, bias)
+             | linear_state(t, "v_proj", d, kv, bias) | linear_state(t, "out_proj", d, d, bias))
+    state["q_proj.weight"] = state["q_proj.weight"] * scale
+    return state
 
 
-def builtin_mha(state: dict, x, context, attn_mask=None, key_padding_mask=None) -> torch.Tensor:
+def builtin_mha(state: dict, x, context, attn_mask=None, key_padding_mask=None, d: int = D, heads: int = HEADS):
     """nn.MultiheadAttention (float64) holding the same weights; its masks mean True = may NOT attend."""
-    module = nn.MultiheadAttention(D, HEADS, batch_first=True, dtype=F64)
+    bias = "q_proj.bias" in state
+    module = nn.MultiheadAttention(d, heads, batch_first=True, bias=bias, dtype=F64)
     with torch.no_grad():
         module.in_proj_weight.copy_(torch.cat([state[f"{n}.weight"] for n in ("q_proj", "k_proj", "v_proj")]))
-        module.in_proj_bias.copy_(torch.cat([state[f"{n}.bias"] for n in ("q_proj", "k_proj", "v_proj")]))
         module.out_proj.weight.copy_(state["out_proj.weight"])
-        module.out_proj.bias.copy_(state["out_proj.bias"])
+        if bias:
+            module.in_proj_bias.copy_(torch.cat([state[f"{n}.bias"] for n in ("q_proj", "k_proj", "v_proj")]))
+            module.out_proj.bias.copy_(state["out_proj.bias"])
     context = x if context is None else context
     out, _ = module(x.double(), context.double(), context.double(), attn_mask=attn_mask,
                     key_padding_mask=key_padding_mask, need_weights=False)
     return out.detach()
 
 
-@check(4, 1, "split_heads and merge_heads", uses=("split_heads", "merge_heads"))
+@check(4, 1, "split_heads and merge_heads: values, shapes, dtype, inverse of each other",
+       uses=("split_heads", "merge_heads"))
 def split_merge_heads(t):
-    x = randn(t, 2, 5, D, dtype=F32)
-    got = call(t, t.student.split_heads, x, HEADS, what=f"split_heads(x (2, 5, {D}), {HEADS})")
-    expected = x.view(2, 5, HEADS, D // HEADS).transpose(1, 2)
-    assert_shape(got, (2, HEADS, 5, D // HEADS), f"split_heads(x (2, 5, {D}), {HEADS})")
-    assert_close(got, expected, f"split_heads(x (2, 5, {D}), {HEADS}): head i holds features i*d_head..(i+1)*d_head-1")
-    heads = randn(t, 2, HEADS, 5, D // HEADS, dtype=F32)
-    assert_close(t.student.merge_heads(heads), heads.transpose(1, 2).reshape(2, 5, D),
-                 f"merge_heads(x (2, {HEADS}, 5, {D // HEADS}))")
+    for Bx, T, dtype in ((2, 5, F32), (1, 7, F64)):
+        x = randn(t, Bx, T, D, dtype=dtype)
+        what = f"split_heads(x ({Bx}, {T}, {D}), {HEADS})"
+        got = call(t, t.student.split_heads, x, HEADS, what=what, want=dtype, shape=(Bx, HEADS, T, D // HEADS))
+        assert_close(got, x.view(Bx, T, HEADS, D // HEADS).transpose(1, 2),
+                     what + ": head i holds features i*d_head..(i+1)*d_head-1")
+        heads = randn(t, Bx, HEADS, T, D // HEADS, dtype=dtype)
+        what = f"merge_heads(x ({Bx}, {HEADS}, {T}, {D // HEADS}))"
+        got = call(t, t.student.merge_heads, heads, what=what, want=dtype, shape=(Bx, T, D))
+        assert_close(got, heads.transpose(1, 2).reshape(Bx, T, D), what)
 
 
-@check(4, 2, "MultiHeadAttention against nn.MultiheadAttention (self-attention, masks)", uses=MHA,
+@check(4, 2, "MultiHeadAttention against nn.MultiheadAttention (self-attention, masks, bias=False, huge scores)",
+       uses=MHA, needs=("scaled_dot_product_attention", "split_heads", "merge_heads"),
        hint="split_heads (view as (B, T, h, d_head), then transpose), the output projection, and passing the "
             "mask on to scaled_dot_product_attention.")
 def mha_vs_builtin(t):
-    state, T = mha_state(t), 5
+    T = 5
     causal = torch.ones(T, T, dtype=torch.bool).tril()
     valid = torch.tensor([[True] * T, [True, True, True, False, False]])
     for dtype in DTYPES:
+        state = mha_state(t)
         x = randn(t, 2, T, D, dtype=dtype)
         module = student_module(t, t.student.MultiHeadAttention, (D, HEADS), state, dtype)
         cases = (("no mask", None, {}), ("a causal (T, T) mask", causal, {"attn_mask": ~causal}),
                  ("a padding (B, 1, 1, T) mask", valid[:, None, None, :], {"key_padding_mask": ~valid}))
         for label, mask, builtin_masks in cases:
             what = f"MultiHeadAttention({D}, {HEADS})(x (2, {T}, {D}), {label}, {name_of(dtype)})"
-            got = call(t, module, x, None, mask, what=what)
+            got = call(t, module, x, None, mask, what=what, want=dtype, shape=(2, T, D))
             assert_module_close(got, builtin_mha(state, x, None, **builtin_masks), what, dtype)
+    for label, state in (("bias=False", mha_state(t, bias=False)), ("W_q * 300 (huge scores)", mha_state(t, scale=300))):
+        module = student_module(t, t.student.MultiHeadAttention, (D, HEADS, "q_proj.bias" in state), state, F64)
+        x = randn(t, 2, T, D)
+        what = f"MultiHeadAttention({D}, {HEADS}{', bias=False' if 'bias' in label else ''})(x (2, {T}, {D}), {label})"
+        got = call(t, module, x, None, causal, what=what, want=F64)
+        assert_finite(got, what)
+        assert_close(got, builtin_mha(state, x, None, attn_mask=~causal), what, rtol=1e-7, atol=1e-9)
 
 
-@check(4, 1, "cross-attention: queries from x, keys and values from context", uses=MHA)
+@check(4, 1, "cross-attention: queries from x, keys and values from context (T_q != T_k, masks, batch of one)",
+       uses=MHA, needs=("scaled_dot_product_attention", "split_heads", "merge_heads"))
 def cross_attention(t):
     state = mha_state(t)
-    x, context = randn(t, 2, 3, D, dtype=F64), randn(t, 2, 7, D, dtype=F64)
-    valid = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
     module = student_module(t, t.student.MultiHeadAttention, (D, HEADS), state, F64)
+    x, context = randn(t, 2, 3, D), randn(t, 2, 7, D)
+    valid = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
     what = f"MultiHeadAttention({D}, {HEADS})(x (2, 3, {D}), context (2, 7, {D}))"
-    assert_module_close(call(t, module, x, context, None, what=what), builtin_mha(state, x, context), what, F64)
-    what += " with a padding mask on the context"
-    assert_module_close(call(t, module, x, context, valid[:, None, None, :], what=what),
-                        builtin_mha(state, x, context, key_padding_mask=~valid), what, F64)
+    assert_module_close(call(t, module, x, context, None, what=what, shape=(2, 3, D)),
+                        builtin_mha(state, x, context), what, F64)
+    assert_module_close(call(t, module, x, context=context, what=what + " by keyword"),
+                        builtin_mha(state, x, context), what + " by keyword", F64)
+    label = what + " with a padding mask on the context"
+    assert_module_close(call(t, module, x, context, valid[:, None, None, :], what=label),
+                        builtin_mha(state, x, context, key_padding_mask=~valid), label, F64)
+    cross = torch.ones(3, 7, dtype=torch.bool).tril(4)
+    label = what + " with a (T_q, T_k) = (3, 7) mask"
+    assert_module_close(call(t, module, x, context, mask=cross, what=label),
+                        builtin_mha(state, x, context, attn_mask=~cross), label, F64)
+    x1, c1 = randn(t, 1, 4, D), randn(t, 1, 6, D)
+    label = f"MultiHeadAttention({D}, {HEADS})(x (1, 4, {D}), context (1, 6, {D}))"
+    assert_module_close(call(t, module, x1, c1, None, what=label), builtin_mha(state, x1, c1), label, F64)
 
 
-@check(4, 1, "causality: later inputs never change earlier outputs", uses=MHA)
+@check(4, 1, "causality: later inputs never change earlier outputs", uses=MHA,
+       needs=("scaled_dot_product_attention", "split_heads", "merge_heads"))
 def mha_causal(t):
     module = student_module(t, t.student.MultiHeadAttention, (D, HEADS), mha_state(t), F64)
     T = 6
@@ -254,61 +351,83 @@ def mha_causal(t):
                   f"MultiHeadAttention with a causal mask on x (2, {T}, {D})", rng=t.rng)
 
 
-@check(4, 1, "self-attention without positions is permutation-equivariant", uses=MHA)
+@check(4, 1, "self-attention without positions is permutation-equivariant", uses=MHA,
+       needs=("scaled_dot_product_attention", "split_heads", "merge_heads"))
 def mha_permutation(t):
     module = student_module(t, t.student.MultiHeadAttention, (D, HEADS), mha_state(t), F64)
     assert_permutation_equivariant(lambda x: output(module(x), None, "MultiHeadAttention"), randn(t, 2, 7, D),
                                    f"MultiHeadAttention({D}, {HEADS}) on x (2, 7, {D})", rng=t.rng)
 
 
-@check(4, 1, "gradients w.r.t. inputs (gradcheck) and every parameter (float64)", uses=MHA)
+@check(4, 1, "gradients w.r.t. inputs (gradcheck) and every parameter (float64)", uses=MHA,
+       needs=("scaled_dot_product_attention", "split_heads", "merge_heads"))
 def mha_gradients(t):
     state = mha_state(t)
     module = student_module(t, t.student.MultiHeadAttention, (D, HEADS), state, F64)
     x, context = randn(t, 2, 3, D), randn(t, 2, 4, D)
-    gradcheck(module, [x, context, None], [0, 1], f"MultiHeadAttention({D}, {HEADS}) cross-attention")
     ref = reference_module(t.ref.MultiHeadAttention(D, HEADS), state, F64)
+    gradcheck(module, [x, context, None], [0, 1], f"MultiHeadAttention({D}, {HEADS}) cross-attention", reference=ref)
     assert_param_grads(module, ref, [x, context, None], f"MultiHeadAttention({D}, {HEADS})", rng=t.rng)
 
 
 # ---- Q5 ---------------------------------------------------------------------------------------
-GQA = ("GroupedQueryAttention", "split_heads", "merge_heads", "scaled_dot_product_attention")
+GQA = ("GroupedQueryAttention",)
+GQA_NEEDS = ("scaled_dot_product_attention", "split_heads", "merge_heads")
 G_HEADS = 6  # with d = 12: d_head = 2
 
 
 def builtin_gqa(state: dict, x, n_heads: int, n_kv: int, mask) -> torch.Tensor:
     """The same projections done here, attention by F.scaled_dot_product_attention(enable_gqa=True)."""
     x = x.double()
-    B, T, d = x.shape
+    Bx, T, d = x.shape
     d_head = d // n_heads
 
     def project(name, heads):
-        y = F.linear(x, state[f"{name}.weight"].double(), state[f"{name}.bias"].double())
-        return y.view(B, T, heads, d_head).transpose(1, 2)
+        bias = state.get(f"{name}.bias")
+        y = F.linear(x, state[f"{name}.weight"].double(), None if bias is None else bias.double())
+        return y.view(Bx, T, heads, d_head).transpose(1, 2)
 
     out = F.scaled_dot_product_attention(project("q_proj", n_heads), project("k_proj", n_kv), project("v_proj", n_kv),
                                          attn_mask=mask, enable_gqa=True)
-    out = out.transpose(1, 2).reshape(B, T, d)
-    return F.linear(out, state["out_proj.weight"].double(), state["out_proj.bias"].double())
+    out = out.transpose(1, 2).reshape(Bx, T, d)
+    bias = state.get("out_proj.bias")
+    return F.linear(out, state["out_proj.weight"].double(), None if bias is None else bias.double())
 
 
-@check(5, 2, "GroupedQueryAttention against SDPA with enable_gqa (GQA and MQA)", uses=GQA,
-       hint="query head i uses key/value head i // (n_heads // n_kv_heads): repeat_interleave, not repeat.")
+@check(5, 2, "GroupedQueryAttention against SDPA with enable_gqa (n_kv_heads = 1, 2, 3, 6; masks)", uses=GQA,
+       needs=GQA_NEEDS, hint="query head i uses key/value head i // (n_heads // n_kv_heads): repeat_interleave, not repeat.")
 def gqa_vs_builtin(t):
     T = 5
     causal = torch.ones(T, T, dtype=torch.bool).tril()
-    for n_kv in (2, 1):
+    padding = torch.tensor([[True] * T, [True] * 3 + [False] * 2, [True] * T])[:, None, None, :]
+    for n_kv in (2, 1, 3, 6):
         state = mha_state(t, D, n_kv * D // G_HEADS)
-        for dtype in DTYPES:
+        for dtype in DTYPES if n_kv in (2, 1) else (F64,):
             x = randn(t, 3, T, D, dtype=dtype)
             module = student_module(t, t.student.GroupedQueryAttention, (D, G_HEADS, n_kv), state, dtype)
-            for label, mask in (("no mask", None), ("a causal mask", causal)):
+            for label, mask in (("no mask", None), ("a causal mask", causal), ("a padding (B, 1, 1, T) mask", padding)):
                 what = f"GroupedQueryAttention({D}, {G_HEADS}, {n_kv})(x (3, {T}, {D}), {label}, {name_of(dtype)})"
-                assert_module_close(call(t, module, x, mask, what=what), builtin_gqa(state, x, G_HEADS, n_kv, mask),
-                                    what, dtype)
+                got = call(t, module, x, mask, what=what, want=dtype, shape=(3, T, D))
+                assert_module_close(got, builtin_gqa(state, x, G_HEADS, n_kv, mask), what, dtype)
 
 
-@check(5, 1, "GroupedQueryAttention with n_kv_heads = n_heads equals MultiHeadAttention", uses=GQA + MHA)
+@check(5, 1, "GroupedQueryAttention: bias=False, huge scores, batch of one, mask by keyword", uses=GQA, needs=GQA_NEEDS)
+def gqa_options(t):
+    T = 4
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    for label, state in (("bias=False", mha_state(t, D, 2 * D // G_HEADS, bias=False)),
+                         ("W_q * 300 (huge scores)", mha_state(t, D, 2 * D // G_HEADS, scale=300))):
+        bias = "q_proj.bias" in state
+        module = student_module(t, t.student.GroupedQueryAttention, (D, G_HEADS, 2, bias), state, F64)
+        x = randn(t, 1, T, D)
+        what = f"GroupedQueryAttention({D}, {G_HEADS}, 2{'' if bias else ', bias=False'})(x (1, {T}, {D}), mask=causal, {label})"
+        got = call(t, module, x, mask=causal, what=what, want=F64)
+        assert_finite(got, what)
+        assert_close(got, builtin_gqa(state, x, G_HEADS, 2, causal), what, rtol=1e-7, atol=1e-9)
+
+
+@check(5, 1, "GroupedQueryAttention with n_kv_heads = n_heads equals MultiHeadAttention", uses=GQA + MHA,
+       needs=GQA_NEEDS)
 def gqa_equals_mha(t):
     state, x = mha_state(t), randn(t, 2, 5, D)
     gqa = student_module(t, t.student.GroupedQueryAttention, (D, HEADS, HEADS), state, F64)
@@ -316,27 +435,32 @@ def gqa_equals_mha(t):
     assert_close(gqa(x), mha(x), f"GroupedQueryAttention({D}, {HEADS}, {HEADS}) vs your MultiHeadAttention({D}, {HEADS})")
 
 
-@check(5, 1, "GroupedQueryAttention gradients (gradcheck and parameters, float64)", uses=GQA)
+@check(5, 1, "GroupedQueryAttention gradients (gradcheck and parameters, float64)", uses=GQA, needs=GQA_NEEDS)
 def gqa_gradients(t):
     state = mha_state(t, D, 2 * D // G_HEADS)
     module = student_module(t, t.student.GroupedQueryAttention, (D, G_HEADS, 2), state, F64)
     x = randn(t, 2, 4, D)
-    gradcheck(module, [x, None], [0], f"GroupedQueryAttention({D}, {G_HEADS}, 2)")
     ref = reference_module(t.ref.GroupedQueryAttention(D, G_HEADS, 2), state, F64)
+    gradcheck(module, [x, None], [0], f"GroupedQueryAttention({D}, {G_HEADS}, 2)", reference=ref)
     assert_param_grads(module, ref, [x, None], f"GroupedQueryAttention({D}, {G_HEADS}, 2)", rng=t.rng)
 
 
 # ---- Q6 ---------------------------------------------------------------------------------------
-@check(6, 1.5, "sinusoidal_positions against the formula", uses=("sinusoidal_positions",))
+def true_sinusoids(T: int, d: int) -> torch.Tensor:
+    pos = torch.arange(T, dtype=F64)[:, None]
+    omega = 1.0 / 10000 ** (torch.arange(0, d, 2, dtype=F64) / d)
+    table = torch.zeros(T, d, dtype=F64)
+    table[:, 0::2], table[:, 1::2] = torch.sin(pos * omega), torch.cos(pos * omega[: d // 2])
+    return table
+
+
+@check(6, 1.5, "sinusoidal_positions against the formula (odd d, thousands of positions)", uses=("sinusoidal_positions",))
 def sinusoidal_hidden(t):
-    for T, d in ((11, 8), (1, 6), (50, 16)):
-        pos = torch.arange(T, dtype=F64)[:, None]
-        omega = 1.0 / 10000 ** (torch.arange(0, d, 2, dtype=F64) / d)
-        expected = torch.zeros(T, d, dtype=F64)
-        expected[:, 0::2], expected[:, 1::2] = torch.sin(pos * omega), torch.cos(pos * omega)
-        got = t.student.sinusoidal_positions(T, d)
-        assert_close(got, expected, f"sinusoidal_positions({T}, {d}) (sin in even columns, cos in odd)",
-                     rtol=1e-5, atol=1e-5)
+    for T, d in ((11, 8), (1, 6), (50, 16), (9, 7), (3000, 10)):
+        what = f"sinusoidal_positions({T}, {d}) (sin in even columns, cos in odd)"
+        got = call(t, t.student.sinusoidal_positions, T, d, what=what, want=F32, shape=(T, d))
+        # float32 angles pos * w_k are exact to ~1e-7 relative: allow that much at large positions
+        assert_close(got, true_sinusoids(T, d), what, rtol=1e-5, atol=1e-5 + 5e-7 * T)
 
 
 @check(6, 1, "LearnedPositions adds the vectors of positions 0..T-1, and learns them", uses=("LearnedPositions",))
@@ -344,91 +468,166 @@ def learned_positions(t):
     max_len, d = 9, 4
     state = {"table.weight": randn(t, max_len, d, dtype=F32)}
     module = student_module(t, t.student.LearnedPositions, (max_len, d), state, F64)
+    for x in (randn(t, 2, 6, d), randn(t, 1, max_len, d)):
+        what = f"LearnedPositions({max_len}, {d})(x {tuple(x.shape)})"
+        got = call(t, module, x, what=what, want=F64, shape=tuple(x.shape))
+        assert_close(got, x + state["table.weight"].double()[: x.shape[1]], what)
     x = randn(t, 2, 6, d)
     what = f"LearnedPositions({max_len}, {d})(x (2, 6, {d}))"
-    assert_close(call(t, module, x, what=what), x + state["table.weight"].double()[:6], what)
     ref = reference_module(t.ref.LearnedPositions(max_len, d), state, F64)
     assert_param_grads(module, ref, [x], what, rng=t.rng)
-    gradcheck(module, [x], [0], what)
+    gradcheck(module, [x], [0], what, reference=ref)
 
 
-@check(6, 1.5, "apply_rope rotates pairs (2k, 2k+1) by position * base^(-2k/d)", uses=("apply_rope",))
+def true_rope(x, positions=None, base=10000.0) -> torch.Tensor:
+    x = x.double()
+    T, d = x.shape[-2:]
+    positions = torch.arange(T) if positions is None else positions
+    theta = base ** (-torch.arange(0, d, 2, dtype=F64) / d)
+    angle = positions.double()[:, None] * theta
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack((even * angle.cos() - odd * angle.sin(), even * angle.sin() + odd * angle.cos()), -1).flatten(-2)
+
+
+@check(6, 1.5, "apply_rope rotates pairs (2k, 2k+1) by position * base^(-2k/d): positions=, base=, far positions",
+       uses=("apply_rope",))
 def rope_hidden(t):
     x = randn(t, 2, 3, 5, 8)
-    assert_close(t.student.apply_rope(x), t.ref.apply_rope(x), "apply_rope(x (2, 3, 5, 8))")
     positions = torch.tensor([7, 0, 3, 12, 4])
-    assert_close(t.student.apply_rope(x, positions), t.ref.apply_rope(x, positions),
-                 "apply_rope(x (2, 3, 5, 8), positions=tensor([7, 0, 3, 12, 4]))")
-    assert_close(t.student.apply_rope(x, None, 500.0), t.ref.apply_rope(x, None, 500.0), "apply_rope(x, base=500.0)")
-    gradcheck(t.student.apply_rope, [x[0], positions], [0], "apply_rope(x, positions)")
+    far = torch.tensor([4000, 17, 2500, 9999, 1])
+    for label, args, kwargs, expected in (
+            ("", (x,), {}, true_rope(x)),
+            (", positions=tensor([7, 0, 3, 12, 4])", (x, positions), {}, true_rope(x, positions)),
+            (", base=500.0", (x,), {"base": 500.0}, true_rope(x, None, 500.0)),
+            (", positions=tensor([7, 0, 3, 12, 4]), base=500.0", (x,), {"positions": positions, "base": 500.0},
+             true_rope(x, positions, 500.0)),
+            (", positions up to 9999", (x, far), {}, true_rope(x, far))):
+        what = f"apply_rope(x (2, 3, 5, 8){label})"
+        got = call(t, t.student.apply_rope, *args, what=what, want=F64, shape=tuple(x.shape), **kwargs)
+        assert_close(got, expected, what, rtol=1e-7, atol=1e-7 if "9999" not in label else 1e-6)
+    x32 = randn(t, 3, 6, 10, dtype=F32)
+    what = "apply_rope(x (3, 6, 10) float32)"
+    got = call(t, t.student.apply_rope, x32, what=what, want=F32)
+    assert_close(got, true_rope(x32), what, rtol=1e-5, atol=1e-5)
+    gradcheck(t.student.apply_rope, [x[0], positions], [0], "apply_rope(x, positions)",
+              reference=t.ref.apply_rope)
 
 
 @check(6, 1, "RoPE keeps norms, and q.k depends only on the position offset", uses=("apply_rope",))
 def rope_properties(t):
     x = randn(t, 3, 6, 10)
-    rotated = t.student.apply_rope(x)
+    rotated = call(t, t.student.apply_rope, x, what="apply_rope(x (3, 6, 10))")
     assert_close(rotated.norm(dim=-1), x.norm(dim=-1), "the norm of each rotated vector (rotations keep norms)")
     q, k = randn(t, 1, 10), randn(t, 1, 10)
     scores = []
-    for m, n in ((5, 2), (9, 6), (40, 37)):
+    for m, n in ((5, 2), (9, 6), (40, 37), (3003, 3000)):
         rq = t.student.apply_rope(q, torch.tensor([m]))
         rk = t.student.apply_rope(k, torch.tensor([n]))
         scores.append(float((rq * rk).sum()))
-    assert_close(scores[1:], [scores[0]] * 2, "q.k of RoPE(q, m) and RoPE(k, n) for (m, n) = (9, 6) and (40, 37) "
-                 "compared with (5, 2): it must depend only on m - n")
+    assert_close(scores[1:], [scores[0]] * 3, "q.k of RoPE(q, m) and RoPE(k, n) for (m, n) = (9, 6), (40, 37) and "
+                 "(3003, 3000) compared with (5, 2): it must depend only on m - n", rtol=1e-6, atol=1e-6)
+
+
+def true_slopes(n: int) -> list[float]:
+    def geometric(m):
+        return [2.0 ** (-8.0 * (i + 1) / m) for i in range(m)]
+    p = 1 << (n.bit_length() - 1)
+    return geometric(p) + geometric(2 * p)[0::2][: n - p]
 
 
 @check(6, 1, "alibi_slopes: the geometric sequence, and the rule for other head counts", uses=("alibi_slopes",))
 def alibi_slopes_hidden(t):
-    for n in (8, 16, 2):
-        expected = [2.0 ** (-8.0 * (i + 1) / n) for i in range(n)]
-        assert_close(t.student.alibi_slopes(n), torch.tensor(expected, dtype=F64), f"alibi_slopes({n})", rtol=1e-6)
-    for n in (6, 12):
-        assert_close(t.student.alibi_slopes(n), t.ref.alibi_slopes(n), f"alibi_slopes({n})", rtol=1e-6)
+    for n in (8, 16, 2, 1, 6, 12, 5):
+        got = call(t, t.student.alibi_slopes, n, what=f"alibi_slopes({n})", shape=(n,))
+        assert_close(got, torch.tensor(true_slopes(n), dtype=F64), f"alibi_slopes({n})", rtol=1e-6)
 
 
-@check(6, 1, "alibi_bias: slope * (j - i), aligned lower-right", uses=("alibi_bias", "alibi_slopes"))
+@check(6, 1, "alibi_bias: slope * (j - i), aligned lower-right (T_q != T_k, head counts not a power of two)",
+       uses=("alibi_bias",), needs=("alibi_slopes",))
 def alibi_bias_hidden(t):
-    for h, T_q, T_k in ((4, 3, 6), (8, 5, 5)):
-        slopes = torch.tensor([2.0 ** (-8.0 * (i + 1) / h) for i in range(h)], dtype=F64)
+    for h, T_q, T_k in ((4, 3, 6), (8, 5, 5), (6, 1, 9)):
+        slopes = torch.tensor(true_slopes(h), dtype=F64)
         offsets = torch.arange(T_k)[None, :] - (torch.arange(T_q)[:, None] + T_k - T_q)
-        assert_close(t.student.alibi_bias(h, T_q, T_k), slopes[:, None, None] * offsets,
-                     f"alibi_bias({h}, {T_q}, {T_k})", rtol=1e-6)
+        what = f"alibi_bias({h}, {T_q}, {T_k})"
+        got = call(t, t.student.alibi_bias, h, T_q, T_k, what=what, shape=(h, T_q, T_k))
+        assert_close(got, slopes[:, None, None] * offsets, what, rtol=1e-6)
+    got = call(t, t.student.alibi_bias, 4, 5, what="alibi_bias(4, 5)", shape=(4, 5, 5))
+    assert_close(got, torch.tensor(true_slopes(4), dtype=F64)[:, None, None] * (torch.arange(5)[None, :] -
+                 torch.arange(5)[:, None]), "alibi_bias(4, 5) (T_k defaults to T_q)", rtol=1e-6)
 
 
 # ---- Q7 ---------------------------------------------------------------------------------------
-@check(7, 1.5, "modules create no tensor on a fixed device or dtype (meta device, float32 and float64)",
-       uses=("MultiHeadAttention", "GroupedQueryAttention", "LearnedPositions"))
+Q7_MODULE_USES = ("MultiHeadAttention", "GroupedQueryAttention", "LearnedPositions")
+
+
+@check(7, 1.5, "modules run in float64 give float64 results at float64 accuracy (and create no tensor on a fixed device)",
+       uses=Q7_MODULE_USES, needs=("scaled_dot_product_attention", "split_heads", "merge_heads"))
 def device_agnostic_modules(t):
-    x, context = randn(t, 2, 5, D, dtype=F32), randn(t, 2, 7, D, dtype=F32)
+    T = 5
+    x, context = randn(t, 2, T, D), randn(t, 2, 7, D)
+    cross = torch.ones(T, 7, dtype=torch.bool).tril(2)
+    state, gstate = mha_state(t), mha_state(t, D, 2 * D // G_HEADS)
+    table = {"table.weight": randn(t, 9, D, dtype=F32)}
+    mha = student_module(t, t.student.MultiHeadAttention, (D, HEADS), state, F64)
+    gqa = student_module(t, t.student.GroupedQueryAttention, (D, G_HEADS, 2), gstate, F64)
+    learned = student_module(t, t.student.LearnedPositions, (9, D), table, F64)
     cases = [
-        (t.student.MultiHeadAttention(D, HEADS), [x], f"MultiHeadAttention({D}, {HEADS})(x)"),
-        (t.student.MultiHeadAttention(D, HEADS), [x, context, torch.ones(5, 7, dtype=torch.bool).tril()],
-         f"MultiHeadAttention({D}, {HEADS})(x, context, mask)"),
-        (t.student.GroupedQueryAttention(D, G_HEADS, 2), [x], f"GroupedQueryAttention({D}, {G_HEADS}, 2)(x)"),
-        (t.student.LearnedPositions(9, D), [x], f"LearnedPositions(9, {D})(x)"),
+        (mha, [x], builtin_mha(state, x, None), f"MultiHeadAttention({D}, {HEADS})(x) in float64"),
+        (mha, [x, context, cross], builtin_mha(state, x, context, attn_mask=~cross),
+         f"MultiHeadAttention({D}, {HEADS})(x, context, mask) in float64"),
+        (gqa, [x], builtin_gqa(gstate, x, G_HEADS, 2, None), f"GroupedQueryAttention({D}, {G_HEADS}, 2)(x) in float64"),
+        (learned, [x], x + table["table.weight"].double()[:T], f"LearnedPositions(9, {D})(x) in float64"),
     ]
-    for module, args, what in cases:
-        note = assert_device_agnostic(module, args, what)
-        if note:
-            t.note(note)
+    for module, args, expected, what in cases:
+        got = call(t, module, *args, what=what, want=F64)
+        assert_close(got, expected, what, rtol=1e-10, atol=1e-12)
+    fresh = [(t.student.MultiHeadAttention(D, HEADS), [x.float()], f"MultiHeadAttention({D}, {HEADS})(x)"),
+             (t.student.MultiHeadAttention(D, HEADS), [x.float(), context.float(), cross],
+              f"MultiHeadAttention({D}, {HEADS})(x, context, mask)"),
+             (t.student.GroupedQueryAttention(D, G_HEADS, 2), [x.float()], f"GroupedQueryAttention({D}, {G_HEADS}, 2)(x)"),
+             (t.student.LearnedPositions(9, D), [x.float()], f"LearnedPositions(9, {D})(x)")]
+    for module, args, what in fresh:
+        meta_probe(t, module, args, what)
 
 
-@check(7, 1.5, "functions follow their inputs' device and dtype, or the device they are given",
+@check(7, 1.5, "functions follow their inputs' dtype in float64, and the device= and dtype= they are given",
        uses=("scaled_dot_product_attention", "apply_rope", "causal_mask", "sinusoidal_positions", "alibi_bias",
              "padding_mask"))
 def device_agnostic_functions(t):
-    q, k, v = randn(t, 2, 3, 4, dtype=F32), randn(t, 2, 5, 4, dtype=F32), randn(t, 2, 5, 6, dtype=F32)
-    cases = [
-        (t.student.scaled_dot_product_attention, [q, k, v, torch.ones(3, 5, dtype=torch.bool).tril(2)], None,
+    q, k, v = randn(t, 2, 3, 4), randn(t, 2, 5, 4), randn(t, 2, 5, 6)
+    mask = torch.ones(3, 5, dtype=torch.bool).tril(2)
+    what = "scaled_dot_product_attention(q, k, v, mask) in float64"
+    out, weights = call(t, t.student.scaled_dot_product_attention, q, k, v, mask, what=what, index=0, want=F64)
+    assert_dtype(weights, "float64", what + " weights")
+    expected_out, expected_weights = true_attention(q, k, v, mask)
+    assert_close(out, expected_out, what + " output", rtol=1e-10, atol=1e-12)
+    assert_close(weights, expected_weights, what + " weights", rtol=1e-10, atol=1e-12)
+    x = randn(t, 2, 6, 8)
+    positions = torch.tensor([3, 1400, 0, 77, 5, 2048])
+    what = "apply_rope(x (2, 6, 8) float64, positions up to 2048)"
+    got = call(t, t.student.apply_rope, x, positions, what=what, want=F64)
+    assert_close(got, true_rope(x, positions), what, rtol=1e-9, atol=1e-9)
+    for dtype in (F64, F32):
+        what = f"sinusoidal_positions(2000, 6, device={t.device!r}, dtype=torch.{name_of(dtype)})"
+        got = call(t, t.student.sinusoidal_positions, 2000, 6, what=what, want=dtype, device=t.device,
+                   dtype=worker_dtype(t, dtype))
+        tol = (1e-9, 1e-9) if dtype == F64 else (1e-5, 1e-3)
+        assert_close(got, true_sinusoids(2000, 6), what, rtol=tol[0], atol=tol[1])
+    what = f"causal_mask(3, 5, device={t.device!r})"
+    got = call(t, t.student.causal_mask, 3, 5, what=what, want=torch.bool, device=t.device)
+    assert_equal(got.tolist(), mask.tolist(), what)
+    what = f"alibi_bias(4, 3, 5, device={t.device!r})"
+    got = call(t, t.student.alibi_bias, 4, 3, 5, what=what, device=t.device, shape=(4, 3, 5))
+    offsets = torch.arange(5)[None, :] - (torch.arange(3)[:, None] + 2)
+    assert_close(got, torch.tensor(true_slopes(4), dtype=F64)[:, None, None] * offsets, what, rtol=1e-6)
+    probes = [
+        (t.student.scaled_dot_product_attention, [q.float(), k.float(), v.float(), mask], None,
          "scaled_dot_product_attention(q, k, v, mask)"),
-        (t.student.apply_rope, [k], None, "apply_rope(x)"),
+        (t.student.apply_rope, [k.float()], None, "apply_rope(x)"),
         (t.student.padding_mask, [torch.tensor([2, 5]), 6], None, "padding_mask(lengths, 6)"),
         (t.student.causal_mask, [3, 5], "device", "causal_mask(3, 5, device=...)"),
         (t.student.alibi_bias, [4, 3, 5], "device", "alibi_bias(4, 3, 5, device=...)"),
         (t.student.sinusoidal_positions, [5, 6], "device", "sinusoidal_positions(5, 6, device=...)"),
     ]
-    for fn, args, device_arg, what in cases:
-        note = assert_device_agnostic(fn, args, what, device_arg=device_arg, follows_dtype=device_arg is None)
-        if note:
-            t.note(note)
+    for fn, args, device_arg, what in probes:
+        meta_probe(t, fn, args, what, device_arg=device_arg, follows_dtype=device_arg is None)
