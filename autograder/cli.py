@@ -6,61 +6,185 @@ itself failed (with a message, and for `--json` a valid results file that says s
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
 
-from autograder import assignments, batch, build, results, runner
+from autograder import assignments, batch, build, extract, results, runner, sandbox
+
+STAFF_COMMANDS = ("build", "gradescope", "grade", "selfcheck")  # need the course's hidden checks and solutions
+_DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
+INTERRUPTED = 130  # what a shell reports for a command ended by Ctrl-C
+
+EXAMPLES = {
+    "lmgrade": """examples:
+  lmgrade check starter_notebooks/ngram.ipynb              run the public checks on your notebook
+  lmgrade grade subs/ --assignment ngram --out grades/     grade a folder of submissions (TAs)
+  lmgrade selfcheck                                        solutions full marks, starters zero
+
+Each command has its own --help with an example.""",
+    "lmgrade-student": """examples:
+  lmgrade check starter_notebooks/ngram.ipynb              run the public checks on your notebook
+  lmgrade check ngram.ipynb --question 2                   only question 2 (quicker while you work on it)
+
+In a notebook, check_notebook() does the same for the notebook that is open.""",
+    "build": """examples:
+  lmgrade build                      regenerate starters, solutions/<id>.py and public fixtures
+  lmgrade build --check              exit 1 if a committed generated file is stale (CI)
+  lmgrade build --student-bundle handout/ --assignment ngram""",
+    "gradescope": """example:
+  lmgrade gradescope build --assignment ngram --output ngram-autograder.zip""",
+    "gradescope build": """example:
+  lmgrade gradescope build --assignment ngram --output ngram-autograder.zip""",
+    "check": """examples:
+  lmgrade check starter_notebooks/ngram.ipynb
+  lmgrade check "ngram (1).ipynb" --assignment ngram --question 2""",
+    "grade": """examples:
+  lmgrade grade alice_ngram.ipynb --assignment ngram --json results.json      one submission
+  lmgrade grade subs/ --assignment ngram --out grades/ --jobs 2               a folder (one file or folder per student)
+  lmgrade grade export.zip --assignment ngram --out grades/                   a Gradescope "Export Submissions" zip
+  lmgrade grade subs/ --assignment ngram --out grades/ --question 3           regrade question 3 for everyone
+
+Ctrl-C stops a batch cleanly; the same command continues where it stopped.""",
+    "selfcheck": """example:
+  lmgrade selfcheck        (about 40 s with a warm cache; exit 1 on any unexpected score)""",
+}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="lmgrade", description="Homework and autograder for a course on language models.")
+def device_arg(value: str) -> str:
+    """--device: auto, cpu, cuda or cuda:N, nothing else (a typo must never grade on the wrong device)."""
+    if not _DEVICE.match(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a device: use auto, cpu, cuda or cuda:N (e.g. cuda:0)")
+    return value
+
+
+def version() -> str:
+    """The installed package's version, else the source tree's."""
+    try:
+        return importlib.metadata.version("lmgrade")
+    except importlib.metadata.PackageNotFoundError:
+        import autograder
+        return getattr(autograder, "__version__", "unknown")
+
+
+def _in_bundle() -> bool:
+    """True in the student bundle: no hidden checks and no solutions beside the engine, so the staff
+    commands (build, grade, gradescope, selfcheck) cannot work and are not offered."""
+    root = assignments.ROOT
+    return not (root / "solutions").is_dir() and not any((root / "assignments").glob("*/hidden_checks.py"))
+
+
+def _parser(prog: str, description: str, epilog: str) -> dict:
+    return {"description": description, "epilog": epilog, "formatter_class": argparse.RawDescriptionHelpFormatter}
+
+
+def make_parser(bundle: bool | None = None) -> argparse.ArgumentParser:
+    bundle = _in_bundle() if bundle is None else bundle
+    parser = argparse.ArgumentParser(
+        prog="lmgrade", **_parser("lmgrade", "Homework and autograder for a course on language models.",
+                                  EXAMPLES["lmgrade-student" if bundle else "lmgrade"]))
+    parser.add_argument("--version", action="version", version=f"lmgrade {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("build", help="regenerate starter notebooks, reference modules and public fixtures")
-    p.add_argument("--check", action="store_true", help="exit 1 if a committed generated file is stale")
-    p.add_argument("--solutions", type=Path, metavar="DIR", help="also write the staff solution notebooks into DIR")
-    p.add_argument("--student-bundle", type=Path, metavar="DIR",
-                   help="also write what students download into DIR (starters, public checks, train/validation data)")
-    p.add_argument("--assignment", action="append", choices=assignments.IDS,
-                   help="with --student-bundle: bundle only this assignment (repeatable; default: every finished one)")
+    if not bundle:
+        p = sub.add_parser("build", help="regenerate starter notebooks, reference modules and public fixtures",
+                           **_parser("build", "Regenerate every generated file from assignments/<id>/source.py.",
+                                     EXAMPLES["build"]))
+        p.add_argument("--check", action="store_true", help="exit 1 if a committed generated file is stale")
+        p.add_argument("--solutions", type=Path, metavar="DIR", help="also write the staff solution notebooks into DIR")
+        p.add_argument("--student-bundle", type=Path, metavar="DIR",
+                       help="also write what students download into DIR (starters, public checks, train/validation data)")
+        p.add_argument("--assignment", action="append", choices=assignments.IDS,
+                       help="with --student-bundle: bundle only this assignment (repeatable; default: every finished one)")
 
-    p = sub.add_parser("gradescope", help="course staff: the Gradescope autograder")
-    gs = p.add_subparsers(dest="gradescope_command", required=True)
-    p = gs.add_parser("build", help="write the autograder zip to upload to Gradescope")
-    p.add_argument("--assignment", required=True, choices=assignments.IDS)
-    p.add_argument("--output", type=Path, metavar="ZIP", help="default: build/gradescope-<assignment>.zip")
+        p = sub.add_parser("gradescope", help="course staff: the Gradescope autograder",
+                           **_parser("gradescope", "Course staff: the Gradescope autograder.", EXAMPLES["gradescope"]))
+        gs = p.add_subparsers(dest="gradescope_command", required=True)
+        p = gs.add_parser("build", help="write the autograder zip to upload to Gradescope",
+                          **_parser("gradescope build", "Write the autograder zip to upload to Gradescope.",
+                                    EXAMPLES["gradescope build"]))
+        p.add_argument("--assignment", required=True, choices=assignments.IDS)
+        p.add_argument("--output", type=Path, metavar="ZIP", help="default: build/gradescope-<assignment>.zip")
 
-    p = sub.add_parser("check", help="run the public checks on your notebook (what a student runs)")
+    p = sub.add_parser("check", help="run the public checks on your notebook (what a student runs)",
+                       **_parser("check", "Run the public checks on a saved notebook (or .py), in a separate process.",
+                                 EXAMPLES["check"]))
     p.add_argument("notebook", type=Path)
     p.add_argument("--assignment", choices=assignments.IDS, help="default: read from the notebook")
     p.add_argument("--question", action="append", help="check only this question (repeatable)")
 
-    p = sub.add_parser("grade", help="run every check on submissions (what a TA runs)")
-    p.add_argument("submissions", nargs="+", type=Path)
-    p.add_argument("--assignment", required=True, choices=assignments.IDS)
-    p.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
-    p.add_argument("--question", action="append",
-                   help="grade only this question (repeatable); with --out: regrade it across the batch")
-    p.add_argument("--json", type=Path, metavar="PATH", help="write Gradescope results.json here (one submission)")
-    p.add_argument("--out", type=Path, metavar="DIR",
-                   help="batch mode: write grades.csv, feedback/, summary.txt and histogram.png into DIR")
-    p.add_argument("--jobs", type=int, default=1, metavar="N", help="batch mode: grade N submissions at a time")
-    p.add_argument("--force", action="store_true", help="batch mode: regrade submissions graded before")
+    if not bundle:
+        p = sub.add_parser("grade", help="run every check on submissions (what a TA runs)",
+                           **_parser("grade", "Run every check, hidden ones included, on one submission or a batch.",
+                                     EXAMPLES["grade"]))
+        p.add_argument("submissions", nargs="+", type=Path)
+        p.add_argument("--assignment", required=True, choices=assignments.IDS)
+        p.add_argument("--device", default="auto", type=device_arg, metavar="DEVICE",
+                       help="auto, cpu, cuda or cuda:N (default: auto: cuda when present)")
+        p.add_argument("--question", action="append",
+                       help="grade only this question (repeatable); with --out: regrade it across the batch")
+        p.add_argument("--json", type=Path, metavar="PATH", help="write Gradescope results.json here (one submission)")
+        p.add_argument("--out", type=Path, metavar="DIR",
+                       help="batch mode: write grades.csv, feedback/, summary.txt and histogram.png into DIR")
+        p.add_argument("--jobs", type=int, default=1, metavar="N", help="batch mode: grade N submissions at a time")
+        p.add_argument("--force", action="store_true", help="batch mode: regrade submissions graded before")
+        p.add_argument("--allow-unconfined", action="store_true",
+                       help="grade even where student code cannot be confined (no Landlock, no worker user): "
+                            "only for submissions you trust")
 
-    sub.add_parser("selfcheck", help="build, then grade the staff solution and the starter of every finished assignment")
+        sub.add_parser("selfcheck", help="build, then grade the staff solution and the starter of every finished assignment",
+                       **_parser("selfcheck", "Check generated files, then grade every finished assignment's staff "
+                                 "solution (full marks) and starter (zero).", EXAMPLES["selfcheck"]))
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: list[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):  # never die printing a student's odd character
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError):
+            pass
+    args = make_parser().parse_args(argv)
     try:
         return {"build": _build, "check": _check, "grade": _grade, "selfcheck": _selfcheck,
                 "gradescope": _gradescope}[args.command](args)
     except (assignments.UnknownAssignment, ValueError) as exc:
-        print(f"lmgrade: error: {exc}", file=sys.stderr)
+        print(f"lmgrade: error: {results.clean(exc)}", file=sys.stderr)
+        return 2
+    except _Unconfined as exc:
+        print(f"lmgrade: {exc}", file=sys.stderr)
         return 2
     except build.BuildError as exc:
         print(f"lmgrade: build failed: {exc}", file=sys.stderr)
         return 1
+    except batch.Interrupted as exc:
+        print(f"lmgrade: {exc}", file=sys.stderr)
+        return INTERRUPTED
+    except KeyboardInterrupt:
+        print("lmgrade: interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+_Unconfined = getattr(sandbox, "Unconfined", RuntimeError)
+
+
+def _require_confinement(args) -> None:
+    """Grading others' code unconfined would let it read the reference, hidden checks and test text:
+    refuse unless the TA says --allow-unconfined."""
+    if getattr(args, "allow_unconfined", False):
+        return
+    require = getattr(sandbox, "require_confinement", None)
+    if require is not None:
+        require(sandbox.Limits())  # raises sandbox.Unconfined with the reason and the way out
+        return
+    level = getattr(sandbox, "confinement", None)
+    if level is not None and level(sandbox.Limits()) in ("none", False, None):
+        raise _Unconfined("Refusing to grade: student code would run unconfined here (no Landlock, no worker "
+                          "user), able to read the reference solutions, hidden checks and test text. Pass "
+                          "--allow-unconfined if you trust every submission.")
 
 
 def _build(args) -> int:
@@ -100,7 +224,16 @@ def _check(args) -> int:
     if not args.notebook.exists():
         raise ValueError(f"{args.notebook} does not exist (save the notebook first, and give its file name)")
     from autograder.notebook import infer_assignment
-    assignment = assignments.get(args.assignment or infer_assignment(args.notebook))
+    sub = extract.read_submission(args.notebook)  # bounded: a broken file gets one message, no traceback
+    if sub.unreadable:
+        print(f"{results.clean(args.notebook)}: nothing could be checked: {results.clean(sub.unreadable)}")
+        return 0
+    chosen = args.assignment or (sub.assignment if sub.assignment in assignments.IDS else None)
+    assignment = assignments.get(chosen or infer_assignment(args.notebook))
+    problem = sub.problem(assignment.id)
+    if problem is not None:
+        print(f"{results.clean(args.notebook)}: {problem[0]}: {results.clean(problem[1])}")
+        return 0
     report = runner.grade(args.notebook, assignment, device="cpu", public_only=True,
                           questions=set(args.question) if args.question else None)
     print(results.format_table(report, assignment.questions))
@@ -120,21 +253,35 @@ def _grade(args) -> int:
     missing = [str(p) for p in args.submissions if not p.is_file()]
     if missing:
         raise ValueError(f"no such submission file: {', '.join(missing)}")
+    _require_confinement(args)
     secrets = batch.secret_lines(assignment)
     for path in args.submissions:
+        shown = results.clean(path)
         try:
+            problem = extract.read_submission(path).problem(assignment.id)
+            if problem is not None:  # one clear message, not the same failure under every check
+                if args.json:
+                    results.write_json(results.problem_json(f"Nothing could be graded ({problem[0]}): {problem[1]}"),
+                                       args.json)
+                print(f"{assignment.id}: {shown}: {problem[0]}: 0/{_max_score(assignment):g}\n  {results.clean(problem[1])}")
+                continue
             report = runner.grade(path, assignment, device=device,
                                   questions=set(args.question) if args.question else None)
+            batch.redact_report(results.sanitize(report), secrets, path)  # no text of the grader's files in feedback
         except Exception as exc:  # the grader itself failed: say so, and leave a valid results file
+            message = results.clean(f"{type(exc).__name__}: {exc}")
             if args.json:
-                results.write_json(results.failure_json(f"{type(exc).__name__}: {exc}"), args.json)
-            print(f"lmgrade: grading {path} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                results.write_json(results.failure_json(message), args.json)
+            print(f"lmgrade: grading {shown} failed: {message}", file=sys.stderr)
             return 1
-        batch.redact_report(report, secrets, path)  # no text of the grader's files in feedback
-        print(results.format_table(report, assignment.questions))
-        if args.json:
+        if args.json:  # the results first: whatever printing does, they are there
             results.write_json(results.gradescope_json(report), args.json)
+        print(results.format_table(report, assignment.questions))
     return 0
+
+
+def _max_score(assignment) -> float:
+    return sum(fn.lmgrade_check.points for fn in assignment.checks() if not fn.lmgrade_check.extra)
 
 
 def _grade_batch(args, assignment, device: str) -> int:
@@ -148,16 +295,22 @@ def _grade_batch(args, assignment, device: str) -> int:
     missing = [str(p) for p in args.submissions if not p.exists()]
     if missing:
         raise ValueError(f"no such submission file or folder: {', '.join(missing)}")
+    _require_confinement(args)
     result = batch.run(args.submissions, assignment, args.out, jobs=args.jobs, device=device,
                        questions=args.question, force=args.force)
     print(result.summary)
     print(f"wrote {args.out / 'grades.csv'}, {args.out / 'feedback'}/, {args.out / 'summary.txt'}, "
           f"{args.out / 'histogram.png'}")
+    status = 0
     if result.errors:
         print(f"lmgrade: {len(result.errors)} submission(s) could not be graded; run the same command again "
               "to retry them", file=sys.stderr)
-        return 1
-    return 0
+        status = 1
+    if result.write_errors:
+        print(f"lmgrade: {len(result.write_errors)} output file(s) could not be written (listed in the summary)",
+              file=sys.stderr)
+        status = 1
+    return status
 
 
 def _selfcheck(args) -> int:

@@ -300,15 +300,16 @@ def test_the_grade_command_in_batch_mode(tmp_path):
     subs.mkdir()
     (subs / "alice_ngram.py").write_text(solution())
     shutil.copy(NGRAM.starter_path, subs / "bob_ngram.ipynb")
-    proc = lmgrade("grade", subs, "--assignment", "ngram", "--device", "cpu", "--out", out, "--jobs", "2",
-                   "--question", "1")
+    proc = lmgrade("grade", subs, "--assignment", "ngram", "--device", "cpu", "--allow-unconfined",
+                   "--out", out, "--jobs", "2", "--question", "1")
     assert proc.returncode == 0, proc.stderr
     assert "2 submissions; graded now 2" in proc.stdout and "Tokens and vocabulary" in proc.stdout
     assert "[2/2]" in proc.stderr  # progress, one line per submission when not on a terminal
     grades = read_grades(out)
     assert grades["alice"]["Q1"] == "4" and grades["bob"]["Q1"] == "0"
     assert (out / "feedback" / "alice.txt").exists() and (out / "histogram.png").exists()
-    again = lmgrade("grade", subs, "--assignment", "ngram", "--device", "cpu", "--out", out, "--question", "1")
+    again = lmgrade("grade", subs, "--assignment", "ngram", "--device", "cpu", "--allow-unconfined",
+                    "--out", out, "--question", "1")
     assert again.returncode == 0 and "graded now 2" in again.stdout  # --question always regrades
 
 
@@ -321,5 +322,6 @@ def test_the_grade_command_in_batch_mode(tmp_path):
 def test_batch_argument_errors_exit_2(tmp_path, args, message):
     (tmp_path / "subs").mkdir()
     (tmp_path / "subs" / "a.py").write_text("")
-    proc = lmgrade("grade", "subs", "--assignment", "ngram", "--device", "cpu", *args, cwd=tmp_path)
+    proc = lmgrade("grade", "subs", "--assignment", "ngram", "--device", "cpu", "--allow-unconfined",
+                   *args, cwd=tmp_path)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
