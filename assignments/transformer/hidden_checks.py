@@ -1,0 +1,1185 @@
+"""Hidden checks for `transformer`. Never shipped to students.
+
+Truth comes from the grader's side only: torch built-ins holding the same weights
+(`nn.LayerNorm`, `nn.RMSNorm`, `F.scaled_dot_product_attention`, `torch.optim.AdamW`,
+`clip_grad_norm_`), a functional Transformer written here with them (`builtin_lm`), and the
+reference where nothing built in exists. Student modules in float32 are compared with a float64
+truth, in float64 at float64 tolerance. Trained models come back as state dicts and are scored by
+the grader's own forward pass on text that never crosses to the worker.
+
+One bug, one question, where possible: Q7 sends a cache the grader built with the reference, Q6's
+exact steps use a model the grader initialized, Q8's accuracy is measured by the reference's
+decoder loaded with the student's weights. Where a check must run earlier code (a block runs the
+student's LayerNorm), `needs` names it so feedback blames the right function.
+"""
+import hashlib
+import importlib.util
+import math
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from autograder.checks import check as _check
+from autograder.compare import assert_close, assert_equal, assert_shape
+from autograder.errors import CheckFailed
+from autograder.perplexity import assert_perplexity
+from autograder.torch_checks import assert_device_agnostic, assert_param_grads, gradcheck
+
+try:
+    from autograder.purity import call_pure, call_twice
+except ImportError:  # pragma: no cover - the engine always has it; keeps older checkouts importable
+    def call_pure(fn, *args, what=None, **kwargs):
+        return fn(*args, **kwargs)
+
+    def call_twice(fn, *args, what=None, **kwargs):
+        return fn(*args, **kwargs)
+
+_spec = importlib.util.spec_from_file_location("lmgrade_transformer_public_shapes", Path(__file__).with_name("public_checks.py"))
+_public = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_public)
+attention_shapes, block_shapes, fill, linear_shapes = (_public.attention_shapes, _public.block_shapes, _public.fill,
+                                                       _public.linear_shapes)
+lm_shapes, make_module, mlp_shapes, norm_shapes = _public.lm_shapes, _public.make_module, _public.mlp_shapes, _public.norm_shapes
+seq2seq_shapes, ref_module = _public.seq2seq_shapes, _public.ref_module
+
+F32, F64 = torch.float32, torch.float64
+DTYPES = (F32, F64)
+# (rtol, atol) against a float64 truth: one layer, and a stack of several (more float32 rounding)
+LAYER_TOL = {F32: (1e-5, 1e-5), F64: (1e-7, 1e-9)}
+DEEP_TOL = {F32: (1e-4, 1e-4), F64: (1e-7, 1e-9)}
+NORMS = ("LayerNorm",)
+FFN = ("MLP",)
+ATTN = ("MultiHeadAttention", "apply_rope")
+BLOCK = ("Block",) + ATTN
+LM = ("TransformerLM",) + BLOCK
+TRAINING = ("adamw_step", "AdamW", "lr_at", "clip_grads", "get_batch")
+
+
+def check(*args, needs=(), **kwargs):
+    """`@check` with `needs` when the engine has it (it names earlier functions a failure may come from)."""
+    try:
+        return _check(*args, needs=tuple(needs), **kwargs)
+    except TypeError:  # pragma: no cover - an engine without `needs`
+        return _check(*args, **kwargs)
+
+
+def randn(t, *shape, dtype=F64, scale=1.0):
+    return torch.from_numpy(t.rng.standard_normal(shape) * scale).to(dtype)
+
+
+def name_of(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def close(got, expected, what, dtype, tol=LAYER_TOL):
+    rtol, atol = tol[dtype]
+    if not isinstance(got, torch.Tensor):
+        raise CheckFailed(f"{what}: expected a tensor, got {type(got).__name__}")
+    if got.dtype != dtype:
+        raise CheckFailed(f"{what}: {name_of(dtype)} inputs and weights gave a {name_of(got.dtype)} output; keep the "
+                          "inputs' dtype (no hard-coded dtype=...)")
+    assert_close(got, expected, what, rtol=rtol, atol=atol)
+
+
+def as64(state: dict) -> dict:
+    return {k: v.double() for k, v in state.items()}
+
+
+def note_device(t, call, args, what):
+    note = assert_device_agnostic(call, args, what)
+    if note:
+        t.note(note)
+
+
+# ---- the grader's own Transformer, from torch built-ins ---------------------------------------
+def j(prefix, name):
+    return f"{prefix}.{name}" if prefix else name
+
+
+def t_linear(x, s, p):
+    return F.linear(x, s[j(p, "weight")], s.get(j(p, "bias")))
+
+
+def t_rope(x, positions, base=10000.0):
+    """RoPE by complex multiplication: pair (2k, 2k+1) is the complex number x_2k + i x_2k+1."""
+    d = x.shape[-1]
+    theta = base ** (-torch.arange(0, d, 2, dtype=F64) / d)
+    angle = positions.to(F64)[:, None] * theta  # (T, d/2)
+    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], d // 2, 2).contiguous())
+    return torch.view_as_real(z * torch.polar(torch.ones_like(angle), angle)).flatten(-2)
+
+
+def t_attention(x, s, p, n_heads, causal=False, rope=False, context=None, offset=0):
+    B, T, d = x.shape
+    src = x if context is None else context
+    S = src.shape[1]
+
+    def heads(y, n):
+        return y.view(B, n, n_heads, d // n_heads).transpose(1, 2)
+
+    q, k, v = heads(t_linear(x, s, j(p, "q_proj")), T), heads(t_linear(src, s, j(p, "k_proj")), S), \
+        heads(t_linear(src, s, j(p, "v_proj")), S)
+    if rope:
+        q, k = t_rope(q, torch.arange(offset, offset + T)), t_rope(k, torch.arange(offset, offset + S))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return t_linear(out.transpose(1, 2).reshape(B, T, d), s, j(p, "out_proj"))
+
+
+def t_norm(x, s, p, eps=1e-5):
+    return F.layer_norm(x, x.shape[-1:], s[j(p, "weight")], s.get(j(p, "bias")), eps)
+
+
+def t_mlp(x, s, p):
+    return t_linear(F.gelu(t_linear(x, s, j(p, "fc"))), s, j(p, "proj"))
+
+
+def t_block(x, s, p, n_heads, post_norm=False, causal=True, rope=False):
+    if post_norm:
+        x = t_norm(x + t_attention(x, s, j(p, "attn"), n_heads, causal, rope), s, j(p, "norm1"))
+        return t_norm(x + t_mlp(x, s, j(p, "mlp")), s, j(p, "norm2"))
+    x = x + t_attention(t_norm(x, s, j(p, "norm1")), s, j(p, "attn"), n_heads, causal, rope)
+    return x + t_mlp(t_norm(x, s, j(p, "norm2")), s, j(p, "mlp"))
+
+
+def builtin_lm(idx, state, cfg):
+    """TransformerLM's logits computed here from built-ins, in float64."""
+    s = as64(state)
+    T = idx.shape[1]
+    x = F.embedding(idx, s["tok_emb.weight"])
+    if cfg.get("positions", "learned") == "learned":
+        x = x + s["pos_emb.weight"][:T]
+    for i in range(cfg["n_layers"]):
+        x = t_block(x, s, f"blocks.{i}", cfg["n_heads"], cfg.get("post_norm", False), True,
+                    cfg.get("positions", "learned") == "rope")
+    head = s["tok_emb.weight"] if cfg.get("tie_weights", True) else s["head.weight"]
+    return t_norm(x, s, "norm_f") @ head.T
+
+
+def lm_state(t, cfg):
+    return fill(t.rng, lm_shapes(**cfg), tied=("tok_emb.weight", "head.weight") if cfg.get("tie_weights", True) else ())
+
+
+def ids(t, *shape, V):
+    return torch.from_numpy(t.rng.integers(0, V, size=shape))
+
+
+def describe(cfg: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in cfg.items())
+
+
+# ---- Q1 ---------------------------------------------------------------------------------------
+def norm_state(t, d, bias=True):
+    return {k.lstrip("."): v for k, v in fill(t.rng, norm_shapes("", d, bias)).items()}
+
+
+@check(1, 2, "LayerNorm against nn.LayerNorm with the same weights (eps, bias=False, float32/64, odd d)",
+       uses=("LayerNorm",),
+       hint="normalize over the last dimension only, with the biased variance (divide by d, as nn.LayerNorm), "
+            "eps inside the square root.")
+def layernorm_builtin(t):
+    for shape, eps, bias in (((3, 5, 7), 1e-5, True), ((2, 4, 6, 9), 1e-3, True), ((4, 1, 5), 1e-5, False),
+                             ((1, 3, 8), 0.5, True)):
+        d = shape[-1]
+        state = norm_state(t, d, bias)
+        truth = torch.nn.LayerNorm(d, eps=eps, bias=bias, dtype=F64)
+        truth.load_state_dict(as64(state))
+        for dtype in DTYPES:
+            x = randn(t, *shape, dtype=dtype) * 2 + 1.5
+            what = f"LayerNorm({d}, eps={eps}, bias={bias})(x {shape}, {name_of(dtype)})"
+            module = make_module(t, "LayerNorm", (d,), {"eps": eps, "bias": bias}, state, dtype)
+            close(module(x), truth(x.double()).detach(), what, dtype)
+
+
+@check(1, 1.5, "RMSNorm against nn.RMSNorm with the same weights (default and other eps, float32/64)",
+       uses=("RMSNorm",), hint="divide by sqrt(mean(x**2) + eps) over the last dimension; no centering, no bias.")
+def rmsnorm_builtin(t):
+    for shape, eps in (((3, 5, 7), None), ((2, 4, 10), 1e-2), ((1, 1, 6), 0.3)):
+        d = shape[-1]
+        state = norm_state(t, d, False)
+        truth = torch.nn.RMSNorm(d, eps=1e-6 if eps is None else eps, dtype=F64)
+        truth.load_state_dict(as64(state))
+        for dtype in DTYPES:
+            x = randn(t, *shape, dtype=dtype) * 3
+            kwargs = {} if eps is None else {"eps": eps}
+            what = f"RMSNorm({d}{', eps=' + str(eps) if eps else ''})(x {shape}, {name_of(dtype)})"
+            module = make_module(t, "RMSNorm", (d,), kwargs, state, dtype)
+            close(module(x), truth(x.double()).detach(), what, dtype)
+
+
+@check(1, 1, "LayerNorm and RMSNorm: gradients (float64) and inputs left unchanged", uses=("LayerNorm", "RMSNorm"))
+def norm_gradients(t):
+    for name, bias in (("LayerNorm", True), ("RMSNorm", False)):
+        state = norm_state(t, 6, bias)
+        module = make_module(t, name, (6,), {}, state, F64)
+        x = randn(t, 2, 3, 6) + 0.5
+        gradcheck(module, [x], [0], f"{name}(6) on x (2, 3, 6)")
+        assert_param_grads(module, ref_module(t.ref, name, (6,), {}, state), [x], f"{name}(6)", rng=t.rng)
+        call_pure(module, x, what=f"{name}(6)(x)")
+        note_device(t, module, [x], f"{name}(6)(x)")
+
+
+# ---- Q2 ---------------------------------------------------------------------------------------
+def plain_state(t, shapes):
+    return {k.lstrip("."): v for k, v in fill(t.rng, shapes).items()}
+
+
+def swiglu_shapes(d, d_ff, bias):
+    return (linear_shapes("gate", d, d_ff, bias) | linear_shapes("up", d, d_ff, bias)
+            | linear_shapes("down", d_ff, d, bias))
+
+
+@check(2, 1.5, "MLP: proj(GELU(fc(x))) with the exact GELU, with and without biases", uses=("MLP",),
+       hint="F.gelu's default is the exact (erf) GELU; approximate='tanh' differs by up to 1e-3.")
+def mlp_formula(t):
+    for d, d_ff, bias in ((5, 11, True), (8, 6, False)):
+        state = plain_state(t, mlp_shapes("", d, d_ff, bias))
+        for dtype in DTYPES:
+            x = randn(t, 3, 4, d, dtype=dtype) * 2
+            what = f"MLP({d}, {d_ff}, bias={bias})(x (3, 4, {d}), {name_of(dtype)})"
+            module = make_module(t, "MLP", (d, d_ff), {"bias": bias}, state, dtype)
+            close(module(x), t_mlp(x.double(), as64(state), "").detach(), what, dtype)
+
+
+@check(2, 1.5, "SwiGLU: down(SiLU(gate(x)) * up(x)), default without biases and with", uses=("SwiGLU",),
+       hint="SiLU(z) = z * sigmoid(z) applies to the gate projection only; the product is elementwise.")
+def swiglu_formula(t):
+    for d, d_ff, bias in ((6, 10, False), (7, 4, True)):
+        state = plain_state(t, swiglu_shapes(d, d_ff, bias))
+        s = as64(state)
+        for dtype in DTYPES:
+            x = randn(t, 2, 5, d, dtype=dtype) * 2
+            kwargs = {"bias": True} if bias else {}
+            what = f"SwiGLU({d}, {d_ff}{', bias=True' if bias else ''})(x (2, 5, {d}), {name_of(dtype)})"
+            module = make_module(t, "SwiGLU", (d, d_ff), kwargs, state, dtype)
+            xd = x.double()
+            expected = t_linear(F.silu(t_linear(xd, s, "gate")) * t_linear(xd, s, "up"), s, "down")
+            close(module(x), expected, what, dtype)
+
+
+@check(2, 1, "MLP and SwiGLU gradients (float64), inputs left unchanged, batch of one", uses=("MLP", "SwiGLU"))
+def ffn_gradients(t):
+    for name, shapes in (("MLP", mlp_shapes("", 5, 7)), ("SwiGLU", swiglu_shapes(5, 7, False))):
+        state = plain_state(t, shapes)
+        module = make_module(t, name, (5, 7), {}, state, F64)
+        x = randn(t, 1, 3, 5)
+        gradcheck(module, [x], [0], f"{name}(5, 7)")
+        assert_param_grads(module, ref_module(t.ref, name, (5, 7), {}, state), [x], f"{name}(5, 7)", rng=t.rng)
+        call_pure(module, x, what=f"{name}(5, 7)(x)")
+
+
+# ---- Q3 ---------------------------------------------------------------------------------------
+D, HEADS, DFF = 12, 3, 20  # d_head 4; batches use B = 2, T = 5 or 7
+
+
+@check(3, 1, "apply_rope: pairs (2k, 2k+1), any positions (up to 3000), gradients", uses=("apply_rope",),
+       hint="rotate x[..., 0::2] and x[..., 1::2] together by angle position * base**(-2k/d).")
+def rope_formula(t):
+    x = randn(t, 2, 3, 6, 8)
+    for positions in (torch.arange(6), torch.tensor([3, 0, 11, 7, 2999, 5])):
+        what = f"apply_rope(x (2, 3, 6, 8), positions={positions.tolist()})"
+        close(call_pure(t.student.apply_rope, x, positions, what=what), t_rope(x, positions), what, F64)
+    what = "apply_rope(x (2, 3, 6, 8), arange(6), base=100.0)"
+    close(t.student.apply_rope(x, torch.arange(6), 100.0), t_rope(x, torch.arange(6), 100.0), what, F64)
+    gradcheck(t.student.apply_rope, [x[0], torch.tensor([4, 1, 0, 9, 2, 3])], [0], "apply_rope(x, positions)")
+
+
+@check(3, 2, "MultiHeadAttention self-attention (causal or not, RoPE, bias=False) against SDPA, float32/64",
+       uses=ATTN, hint="split heads as view(B, T, h, d_head).transpose(1, 2); scale by sqrt(d_head); the causal mask "
+                       "lets position i see j <= i; RoPE rotates q and k (not v) after the split.")
+def attention_self(t):
+    for causal, rope, bias in ((False, False, True), (True, False, True), (True, True, False), (False, True, True)):
+        state = plain_state(t, attention_shapes("", D, bias))
+        for dtype in DTYPES:
+            x = randn(t, 2, 7, D, dtype=dtype)
+            what = (f"MultiHeadAttention({D}, {HEADS}, bias={bias}, rope={rope})(x (2, 7, {D}), causal={causal}, "
+                    f"{name_of(dtype)})")
+            module = make_module(t, "MultiHeadAttention", (D, HEADS), {"bias": bias, "rope": rope}, state, dtype)
+            expected = t_attention(x.double(), as64(state), "", HEADS, causal, rope)
+            close(module(x, None, causal), expected, what, dtype)
+
+
+@check(3, 1, "cross-attention: queries from x, keys and values from context (other length)", uses=ATTN,
+       hint="with context given, k_proj and v_proj read the context, q_proj reads x.")
+def attention_cross(t):
+    state = plain_state(t, attention_shapes("", D))
+    for dtype in DTYPES:
+        x, context = randn(t, 2, 3, D, dtype=dtype), randn(t, 2, 8, D, dtype=dtype)
+        module = make_module(t, "MultiHeadAttention", (D, HEADS), {}, state, dtype)
+        what = f"MultiHeadAttention({D}, {HEADS})(x (2, 3, {D}), context (2, 8, {D}), {name_of(dtype)})"
+        close(module(x, context), t_attention(x.double(), as64(state), "", HEADS, context=context.double()), what, dtype)
+
+
+@check(3, 1, "MultiHeadAttention gradients w.r.t. x, context and every weight (float64)", uses=ATTN)
+def attention_gradients(t):
+    state = plain_state(t, attention_shapes("", D))
+    module = make_module(t, "MultiHeadAttention", (D, HEADS), {}, state, F64)
+    x, context = randn(t, 2, 3, D), randn(t, 2, 4, D)
+    gradcheck(module, [x, context], [0, 1], f"MultiHeadAttention({D}, {HEADS}) cross-attention")
+    reference = ref_module(t.ref, "MultiHeadAttention", (D, HEADS), {}, state)
+    assert_param_grads(module, reference, [x, None, True], f"MultiHeadAttention({D}, {HEADS}), causal", rng=t.rng)
+
+
+BLOCK_CASES = (  # (kwargs, label)
+    ({}, "pre-norm, causal"),
+    ({"post_norm": True}, "post_norm=True"),
+    ({"bias": False}, "bias=False"),
+    ({"causal": False}, "causal=False"),
+    ({"rope": True}, "rope=True"),
+)
+
+
+@check(3, 2, "Block against the grader's block from built-ins: pre-norm, post_norm, bias, causal, rope flags",
+       uses=BLOCK, needs=NORMS + FFN,
+       hint="pre-norm: x = x + attn(norm1(x)); x = x + mlp(norm2(x)). post-norm: x = norm1(x + attn(x)); "
+            "x = norm2(x + mlp(x)). Both sublayers keep their residual connection.")
+def block_builtin(t):
+    for kwargs, label in BLOCK_CASES:
+        state = fill(t.rng, block_shapes("", D, DFF, kwargs.get("bias", True)))
+        for dtype in DTYPES:
+            x = randn(t, 2, 5, D, dtype=dtype)
+            what = f"Block({D}, {HEADS}, {DFF}, {describe(kwargs) or 'defaults'})(x (2, 5, {D}), {name_of(dtype)})"
+            module = make_module(t, "Block", (D, HEADS, DFF), kwargs, state, dtype)
+            expected = t_block(x.double(), as64(state), "", HEADS, kwargs.get("post_norm", False),
+                               kwargs.get("causal", True), kwargs.get("rope", False))
+            close(call_pure(module, x, what=what), expected, f"{what} ({label})", dtype, DEEP_TOL)
+
+
+@check(3, 1, "Block is causal (later inputs never change earlier outputs); causal=False is not",
+       uses=BLOCK, needs=NORMS + FFN)
+def block_causal(t):
+    state = fill(t.rng, block_shapes("", D, DFF))
+    x = randn(t, 2, 6, D)
+    for rope in (False, True):
+        module = make_module(t, "Block", (D, HEADS, DFF), {"rope": rope}, state, F64)
+        base = module(x)
+        for p in (0, 2, 4):
+            changed = x.clone()
+            changed[:, p + 1:] += randn(t, 2, 5 - p, D) * 3
+            after = module(changed)
+            try:
+                assert_close(after[:, :p + 1], base[:, :p + 1], "", rtol=1e-9, atol=1e-9)
+            except CheckFailed:
+                raise CheckFailed(f"Block({D}, {HEADS}, {DFF}, rope={rope}): changing x after position {p} changed "
+                                  f"the output at positions 0..{p}: position {p} sees the future (causal mask "
+                                  "lower-right, True = may attend, applied before the softmax).") from None
+    module = make_module(t, "Block", (D, HEADS, DFF), {"causal": False}, state, F64)
+    changed = x.clone()
+    changed[:, -1] += randn(t, 2, D) * 3  # not a constant shift: LayerNorm would remove it
+    if torch.allclose(module(changed)[:, 0], module(x)[:, 0], atol=1e-9):
+        raise CheckFailed("Block(..., causal=False): position 0 ignores the last position; an encoder block "
+                          "attends in both directions (no mask when causal=False).")
+
+
+@check(3, 1, "a tiny Block: gradcheck and parameter gradients (float64), pre- and post-norm", uses=BLOCK,
+       needs=NORMS + FFN)
+def block_gradients(t):
+    for post_norm in (False, True):
+        state = fill(t.rng, block_shapes("", 6, 10))
+        kwargs = {"post_norm": post_norm}
+        module = make_module(t, "Block", (6, 2, 10), kwargs, state, F64)
+        x = randn(t, 2, 3, 6)
+        gradcheck(module, [x], [0], f"Block(6, 2, 10, post_norm={post_norm})")
+        reference = ref_module(t.ref, "Block", (6, 2, 10), kwargs, {k: v for k, v in state.items()})
+        assert_param_grads(module, reference, [x], f"Block(6, 2, 10, post_norm={post_norm})", rng=t.rng)
+
+
+# ---- Q4 ---------------------------------------------------------------------------------------
+LM_CASES = (
+    dict(vocab_size=13, d_model=D, n_layers=2, n_heads=HEADS, d_ff=DFF, max_len=9),
+    dict(vocab_size=13, d_model=D, n_layers=2, n_heads=HEADS, d_ff=DFF, max_len=9, positions="rope"),
+    dict(vocab_size=10, d_model=8, n_layers=1, n_heads=2, d_ff=6, max_len=7, tie_weights=False),
+    dict(vocab_size=11, d_model=8, n_layers=3, n_heads=4, d_ff=14, max_len=6, bias=False, post_norm=True),
+)
+
+
+@check(4, 2, "TransformerLM logits against the grader's built-in LM: learned/RoPE, tied/untied, bias, post-norm",
+       uses=LM, needs=NORMS + FFN + ("Block", "MultiHeadAttention"),
+       hint="tok_emb(idx) + pos_emb(arange(T)) (learned), blocks, norm_f, head; tie_weights=True makes "
+            "head.weight the very tensor tok_emb.weight.")
+def lm_builtin(t):
+    for cfg in LM_CASES:
+        state = lm_state(t, cfg)
+        for dtype in DTYPES:
+            T = cfg["max_len"] - 2
+            idx = ids(t, 2, T, V=cfg["vocab_size"])
+            what = f"TransformerLM({describe(cfg)})(idx (2, {T}), {name_of(dtype)})"
+            model = make_module(t, "TransformerLM", (), cfg, state, dtype)
+            close(model(idx), builtin_lm(idx, state, cfg), what, dtype, DEEP_TOL)
+
+
+@check(4, 1, "TransformerLM: edge lengths T = 1 and T = max_len, batch of one, input ids left unchanged",
+       uses=LM, needs=NORMS + FFN + ("Block", "MultiHeadAttention"))
+def lm_edges(t):
+    for cfg in LM_CASES[:2]:
+        state = lm_state(t, cfg)
+        model = make_module(t, "TransformerLM", (), cfg, state, F64)
+        for shape in ((1, 1), (3, 1), (1, cfg["max_len"])):
+            idx = ids(t, *shape, V=cfg["vocab_size"])
+            what = f"TransformerLM({describe(cfg)})(idx {shape})"
+            got = call_pure(model, idx, what=what)
+            assert_shape(got, shape + (cfg["vocab_size"],), what)
+            close(got, builtin_lm(idx, state, cfg), what, F64, DEEP_TOL)
+        note_device(t, model, [ids(t, 2, 4, V=cfg["vocab_size"])], f"TransformerLM({describe(cfg)})")
+
+
+@check(4, 1, "TransformerLM is causal: changing later tokens never changes earlier logits (learned and RoPE)",
+       uses=LM, needs=NORMS + FFN + ("Block", "MultiHeadAttention"))
+def lm_causal(t):
+    for cfg in LM_CASES[:2]:
+        model = make_module(t, "TransformerLM", (), cfg, lm_state(t, cfg), F64)
+        idx = ids(t, 2, 7, V=cfg["vocab_size"])
+        base = model(idx)
+        for p in range(6):
+            changed = idx.clone()
+            changed[:, p + 1:] = (changed[:, p + 1:] + 1 + ids(t, 2, 6 - p, V=cfg["vocab_size"] - 1)) % cfg["vocab_size"]
+            try:
+                assert_close(model(changed)[:, :p + 1], base[:, :p + 1], "", rtol=1e-9, atol=1e-9)
+            except CheckFailed:
+                raise CheckFailed(f"TransformerLM({describe(cfg)}): changing the tokens after position {p} changed "
+                                  f"the logits at positions 0..{p}, so the model sees the future.") from None
+
+
+@check(4, 1, "TransformerLM parameter gradients (float64): the tied head and the embedding are one parameter",
+       uses=LM, needs=NORMS + FFN + ("Block", "MultiHeadAttention"),
+       hint="with tie_weights=True assign self.head.weight = self.tok_emb.weight (the same Parameter), so the "
+            "embedding's gradient also gets the head's part.")
+def lm_gradients(t):
+    for cfg in (dict(vocab_size=9, d_model=6, n_layers=1, n_heads=2, d_ff=8, max_len=5),
+                dict(vocab_size=9, d_model=6, n_layers=1, n_heads=3, d_ff=5, max_len=5, positions="rope",
+                     tie_weights=False)):
+        state = lm_state(t, cfg)
+        model = make_module(t, "TransformerLM", (), cfg, state, F64)
+        reference = ref_module(t.ref, "TransformerLM", (), cfg, state)
+        assert_param_grads(model, reference, [ids(t, 2, 4, V=9)], f"TransformerLM({describe(cfg)})", rng=t.rng)
+
+
+COUNT_CASES = (
+    dict(vocab_size=50257, d_model=768, n_layers=12, n_heads=12, d_ff=3072, max_len=1024),  # GPT-2 small
+    dict(vocab_size=50257, d_model=768, n_layers=12, n_heads=12, d_ff=3072, max_len=1024, tie_weights=False),
+    dict(vocab_size=32000, d_model=512, n_layers=6, n_heads=8, d_ff=1376, max_len=2048, positions="rope",
+         bias=False),
+    dict(vocab_size=65, d_model=64, n_layers=2, n_heads=4, d_ff=256, max_len=64, post_norm=True),
+    dict(vocab_size=7, d_model=6, n_layers=3, n_heads=2, d_ff=5, max_len=11, positions="rope", tie_weights=False),
+    dict(vocab_size=1, d_model=2, n_layers=0, n_heads=1, d_ff=1, max_len=1, bias=False),
+)
+
+
+@lru_cache(maxsize=None)
+def true_count(ref, items: tuple) -> int:
+    """The reference model's real number of trainable parameters (built on `meta`: no memory)."""
+    with torch.device("meta"):
+        model = ref.TransformerLM(**dict(items))
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@check(4, 2, "param_count equals the real parameter count for six configurations, tied and untied",
+       uses=("param_count",),
+       hint="per block: 4 d^2 (+ 4d biases) attention, 2 d d_ff (+ d_ff + d) MLP, two norms of 2d (or d without bias); "
+            "plus embeddings, learned positions, the final norm, and the head only when untied.")
+def param_count_formula(t):
+    for cfg in COUNT_CASES:
+        got = call_pure(t.student.param_count, **cfg)
+        if isinstance(got, bool) or not isinstance(got, (int, np.integer)):
+            raise CheckFailed(f"param_count({describe(cfg)}) should return an int, got {type(got).__name__}")
+        assert_equal(int(got), true_count(t.ref, tuple(cfg.items())), f"param_count({describe(cfg)})")
+
+
+# ---- Q5 ---------------------------------------------------------------------------------------
+def torch_adamw(params, grads_per_step, lr, betas, eps, wd):
+    """torch.optim.AdamW from `params` over a list of gradient sets; the params and states after each step."""
+    leaves = [p.clone().requires_grad_(True) for p in params]
+    opt = torch.optim.AdamW(leaves, lr=lr, betas=betas, eps=eps, weight_decay=wd)
+    history = []
+    for grads in grads_per_step:
+        for leaf, g in zip(leaves, grads):
+            leaf.grad = g.clone()
+        opt.step()
+        history.append([(leaf.detach().clone(), opt.state[leaf]["exp_avg"].clone(),
+                         opt.state[leaf]["exp_avg_sq"].clone()) for leaf in leaves])
+    return history
+
+
+@check(5, 2.5, "adamw_step: five chained steps equal torch.optim.AdamW (decay, bias correction, eps placement)",
+       uses=("adamw_step",),
+       hint="decoupled decay: param -= lr * weight_decay * param, never added to the gradient; bias-correct m and v "
+            "with 1 - beta**t (t from 1); eps goes after the square root: sqrt(v_hat) + eps.")
+def adamw_vs_torch(t):
+    # the second tensor's gradients are tiny (1e-7): there eps is as large as sqrt(v_hat) and its place shows
+    params = [randn(t, 3, 4), randn(t, 5)]
+    grads_per_step = [[randn(t, 3, 4), randn(t, 5, scale=1e-7)] for _ in range(5)]
+    for lr, betas, eps, wd in ((1e-2, (0.9, 0.999), 1e-8, 0.1), (0.05, (0.8, 0.95), 1e-6, 0.0)):
+        history = torch_adamw(params, grads_per_step, lr, betas, eps, wd)
+        for i, p0 in enumerate(params):
+            p, m, v = p0, torch.zeros_like(p0), torch.zeros_like(p0)
+            for step, grads in enumerate(grads_per_step, start=1):
+                what = (f"adamw_step(param {tuple(p0.shape)}, grad, m, v, step={step}, lr={lr}, betas={betas}, "
+                        f"eps={eps}, weight_decay={wd})")
+                out = call_pure(t.student.adamw_step, p, grads[i], m, v, step, lr, betas, eps, wd, what=what)
+                if not isinstance(out, (tuple, list)) or len(out) != 3:
+                    raise CheckFailed(f"{what} should return (param, m, v)")
+                expected = history[step - 1][i]
+                for name, got, exp in zip(("param", "m", "v"), out, expected):
+                    close(got, exp, f"{what}: {name}", F64)
+                p, m, v = out
+
+
+@check(5, 1.5, "lr_at: warmup edges, the cosine, the end and after, min_lr", uses=("lr_at",),
+       hint="warmup is max_lr * (step + 1) / warmup_steps for step < warmup_steps; cosine from warmup_steps to "
+            "total_steps; min_lr from total_steps on.")
+def schedule_edges(t):
+    for max_lr, warmup, total, min_lr in ((1.0, 10, 110, 0.0), (3e-3, 4, 20, 3e-4), (0.5, 1, 6, 0.05)):
+        for step in sorted({0, 1, warmup - 1, warmup, warmup + 1, (warmup + total) // 2, total - 1, total, total + 7}):
+            if step < warmup:
+                expected = max_lr * (step + 1) / warmup
+            elif step >= total:
+                expected = min_lr
+            else:
+                progress = (step - warmup) / (total - warmup)
+                expected = min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * progress)) / 2
+            what = f"lr_at({step}, max_lr={max_lr}, warmup_steps={warmup}, total_steps={total}, min_lr={min_lr})"
+            got = t.student.lr_at(step, max_lr, warmup, total, min_lr)
+            if isinstance(got, bool) or not isinstance(got, (int, float)):
+                raise CheckFailed(f"{what} should return a float, got {type(got).__name__}")
+            assert_close(float(got), expected, what, rtol=1e-12, atol=1e-15)
+    assert_close(float(t.student.lr_at(0, 2.0, 4, 10)), 0.5, "lr_at(0, 2.0, 4, 10) (min_lr defaults to 0)", rtol=1e-12)
+    assert_close(float(t.student.lr_at(10, 2.0, 4, 10)), 0.0, "lr_at(10, 2.0, 4, 10) (min_lr defaults to 0)", atol=1e-15)
+
+
+@check(5, 1.5, "clip_grads: one global norm, one factor for all, no change below max_norm, inputs unchanged",
+       uses=("clip_grads",), hint="the norm of all gradients together is sqrt(sum of every tensor's squared norm).")
+def clip_global_norm(t):
+    grads = [randn(t, 3, 4, scale=2.0), randn(t, 5, scale=0.1), randn(t, 2, 2, 2, scale=1.0)]
+    total = math.sqrt(sum(float((g ** 2).sum()) for g in grads))
+    for max_norm in (1.0, total * 0.5, total * 2.0):
+        what = f"clip_grads(3 gradients with global norm {total:.4f}, max_norm={max_norm:.4f})"
+        out = call_pure(t.student.clip_grads, grads, max_norm, what=what)
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise CheckFailed(f"{what} should return (clipped gradients, total norm)")
+        clipped, norm = out
+        assert_close(float(norm), total, f"{what}: the returned norm (before clipping)", rtol=1e-9)
+        factor = min(1.0, max_norm / (total + 1e-6))
+        if not isinstance(clipped, (list, tuple)) or len(clipped) != 3:
+            raise CheckFailed(f"{what}: expected a list of 3 clipped gradients")
+        for i, (got, g) in enumerate(zip(clipped, grads)):
+            close(got, g * factor, f"{what}: gradient {i}", F64)
+    small = [randn(t, 6, scale=1e-3)]
+    close(t.student.clip_grads(small, 1.0)[0][0], small[0], "clip_grads([a tiny gradient], 1.0) leaves it as it is",
+          F64)
+
+
+@check(5, 2, "get_batch: shapes, int64, y is x shifted, real crops, every start reachable, seeding",
+       uses=("get_batch",),
+       hint="starts = torch.randint(0, len(data) - block_size, (batch_size,), generator=g): the high end is "
+            "exclusive, and the last crop data[-block_size-1:-1] must be possible.")
+def get_batch_crops(t):
+    data = torch.from_numpy(t.rng.permutation(400) + 1000)  # distinct values: each crop has one start
+    where = {int(v): i for i, v in enumerate(data.tolist())}
+    for B, T in ((8, 16), (1, 1), (3, 399)):
+        what = f"get_batch(data (400,), {B}, {T}, seed 5)"
+        out = call_pure(t.student.get_batch, data, B, T, 5, what=what)
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise CheckFailed(f"{what} should return (x, y)")
+        x, y = out
+        for name, z in (("x", x), ("y", y)):
+            assert_shape(z, (B, T), f"{what}: {name}")
+            if not isinstance(z, torch.Tensor) or z.dtype != torch.int64:
+                raise CheckFailed(f"{what}: {name} should be an int64 tensor, got {getattr(z, 'dtype', type(z))}")
+        for row in range(B):
+            start = where.get(int(x[row, 0]))
+            if start is None or start + T >= len(data) or x[row].tolist() != data[start:start + T].tolist():
+                raise CheckFailed(f"{what}: row {row} of x is not a crop data[s:s+{T}] with a next token after it")
+            if y[row].tolist() != data[start + 1:start + T + 1].tolist():
+                raise CheckFailed(f"{what}: row {row} of y is not data[s+1:s+{T}+1] for x's start s")
+    short = data[:20]
+    x, _ = t.student.get_batch(short, 300, 17, 11)
+    starts = sorted({where[int(v)] for v in x[:, 0].tolist()})
+    if starts != [0, 1, 2]:
+        raise CheckFailed(f"get_batch(data (20,), 300, 17, seed 11): crops started at {starts}; with 20 tokens and "
+                          "block_size 17 the starts 0, 1 and 2 are all possible (and nothing else)")
+    first = t.student.get_batch(data, 6, 5, 123)
+    again = t.student.get_batch(data, 6, 5, 123)
+    other = t.student.get_batch(data, 6, 5, 124)
+    if first[0].tolist() != again[0].tolist():
+        raise CheckFailed("get_batch with the same seed twice gave different batches: draw the starts with the "
+                          "generator made from the seed (torch.randint(..., generator=g)).")
+    if first[0].tolist() == other[0].tolist():
+        raise CheckFailed("get_batch with seeds 123 and 124 gave the same batch: use the generator you are given.")
+
+
+# ---- Q6 ---------------------------------------------------------------------------------------
+SHAKESPEARE_CONFIG = dict(d_model=64, n_layers=2, n_heads=4, d_ff=256, max_len=64)
+SHAKESPEARE_SETTINGS = dict(steps=400, batch_size=16, block_size=64, max_lr=3e-3, min_lr=3e-4, warmup_steps=40,
+                            weight_decay=0.01, betas=(0.9, 0.99), eps=1e-8, grad_clip=1.0, seed=1)
+SYNTHETIC_SETTINGS = dict(SHAKESPEARE_SETTINGS, steps=250, warmup_steps=25, seed=2)
+SYNTHETIC_LANGUAGE_SEED = 7
+SYNTHETIC_TRAIN_SENTENCES = 16000
+SYNTHETIC_HELDOUT_SENTENCES = 1500
+# thresholds: the reference's figure with the same settings and seed times (1 + margin); measured by
+# bench/transformer_thresholds.py over 3 seeds and 2 correct variants (see the docs page)
+SHAKESPEARE_MARGIN = 0.06
+SYNTHETIC_MARGIN = 0.04
+EVAL_STRIDE = 2  # score every other window of the test plays: half the time, the same figure to 0.5%
+TRAIN_TIMEOUT = 150  # seconds of the worker per training run (the reference needs about 10)
+
+
+def char_vocab() -> list:
+    from autograder.data import shakespeare
+    return sorted(set(shakespeare.text("train")))
+
+
+@lru_cache(maxsize=1)
+def shakespeare_ids() -> tuple:
+    """Train and test char ids (the test plays never leave the grader)."""
+    from autograder.data import shakespeare
+    stoi = {c: i for i, c in enumerate(char_vocab())}
+    encode = lambda text: torch.tensor([stoi[c] for c in text], dtype=torch.long)  # noqa: E731
+    return encode(shakespeare.text("train")), encode(shakespeare.text("test"))
+
+
+def synthetic_stream(language, sentences) -> torch.Tensor:
+    """Word ids 1..V with 0 as the end of every sentence, starting with an end marker."""
+    index = {w: i + 1 for i, w in enumerate(language.words)}
+    out = [0]
+    for sentence in sentences:
+        out += [index[w] for w in sentence] + [0]
+    return torch.tensor(out, dtype=torch.long)
+
+
+@lru_cache(maxsize=1)
+def synthetic_language():
+    from autograder.data.synthetic import HiddenMarkovLanguage
+    language = HiddenMarkovLanguage.random(SYNTHETIC_LANGUAGE_SEED)
+    return language, synthetic_stream(language, language.sample(SYNTHETIC_TRAIN_SENTENCES, seed=1))
+
+
+def secret_seed(t) -> int:
+    """64 bits no worker can derive: a hash of the hidden checks, the reference and the submission's seed."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    ref_file = getattr(t.ref, "__file__", None)
+    if ref_file:
+        digest.update(Path(ref_file).read_bytes())
+    digest.update(str(t.submission_seed).encode())
+    return int.from_bytes(digest.digest()[:8], "little")
+
+
+def stream_nll(ref, state, config, stream, block, stride=1) -> float:
+    """Mean nats per token of the reference model holding `state` on a stream, in windows of `block`.
+
+    Window i predicts stream[i*block + 1 .. (i+1)*block] from what precedes it inside the window.
+    """
+    model = ref.TransformerLM(**config)
+    model.load_state_dict(state)
+    model.eval()
+    n = (len(stream) - 1) // block
+    x = stream[:n * block].view(n, block)[::stride]
+    y = stream[1:n * block + 1].view(n, block)[::stride]
+    total = 0.0
+    with torch.no_grad():
+        for i in range(0, len(x), 256):
+            logits = model(x[i:i + 256]).double()
+            total += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[i:i + 256].reshape(-1),
+                                           reduction="sum"))
+    return total / y.numel()
+
+
+def single_threaded(compute):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in the worker; also what makes the figure the same on every machine
+    try:
+        return compute()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def shakespeare_config() -> dict:
+    return dict(vocab_size=len(char_vocab()), **SHAKESPEARE_CONFIG)
+
+
+def reference_shakespeare(ref) -> float:
+    train, test = shakespeare_ids()
+    state, _ = single_threaded(lambda: ref.train_lm(train, shakespeare_config(), SHAKESPEARE_SETTINGS))
+    return math.exp(stream_nll(ref, state, shakespeare_config(), test, SHAKESPEARE_SETTINGS["block_size"],
+                               EVAL_STRIDE))
+
+
+def synthetic_config(language) -> dict:
+    return dict(vocab_size=len(language.words) + 1, **SHAKESPEARE_CONFIG)
+
+
+def synthetic_ratio(ref, state, heldout_seed: int) -> tuple:
+    """(model perplexity, Bayes-optimal perplexity) on fresh held-out sentences."""
+    language, _ = synthetic_language()
+    held = language.sample(SYNTHETIC_HELDOUT_SENTENCES, seed=heldout_seed)
+    ppl = math.exp(stream_nll(ref, state, synthetic_config(language), synthetic_stream(language, held),
+                              SYNTHETIC_SETTINGS["block_size"]))
+    return ppl, language.perplexity(held)
+
+
+def reference_synthetic(ref) -> float:
+    language, train = synthetic_language()
+    state, _ = single_threaded(lambda: ref.train_lm(train, synthetic_config(language), SYNTHETIC_SETTINGS))
+    ppl, floor = synthetic_ratio(ref, state, heldout_seed=99)
+    return ppl / floor
+
+
+def checked_state(value, names_like: dict, what: str) -> dict:
+    """The student's returned state dict, with every name of the reference's, finite, of the right shapes."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise CheckFailed(f"{what} should return (state_dict, losses)")
+    state, losses = value
+    return checked_names(state, names_like, what), losses
+
+
+def checked_names(state, names_like: dict, what: str) -> dict:
+    if not isinstance(state, dict):
+        raise CheckFailed(f"{what}: expected model.state_dict() (a dict of tensors), got {type(state).__name__}")
+    out = {}
+    for name, like in names_like.items():
+        if name not in state:
+            raise CheckFailed(f"{what}: the returned state_dict has no `{name}`; keep the starter's attribute names")
+        value = state[name]
+        if not isinstance(value, torch.Tensor):
+            raise CheckFailed(f"{what}: state_dict[{name!r}] is not a tensor")
+        assert_shape(value, tuple(like.shape), f"{what}: state_dict[{name!r}]")
+        if not torch.isfinite(value).all():
+            raise CheckFailed(f"{what}: state_dict[{name!r}] has NaN or infinite values: training diverged")
+        out[name] = value.float()
+    return out
+
+
+def grader_steps(ref, config, settings, init, data, steps):
+    """The grader's own training steps: reference model, torch's AdamW and clipping, the spec's schedule."""
+    model = ref.TransformerLM(**config)
+    model.load_state_dict(init)
+    params = list(model.parameters())
+    opt = torch.optim.AdamW(params, lr=settings["max_lr"], betas=settings["betas"], eps=settings["eps"],
+                            weight_decay=settings["weight_decay"])
+    x = data[:settings["block_size"]].repeat(settings["batch_size"], 1)
+    y = data[1:settings["block_size"] + 1].repeat(settings["batch_size"], 1)
+    losses = []
+    for step in range(steps):
+        warm, total = settings["warmup_steps"], steps
+        if step < warm:
+            lr = settings["max_lr"] * (step + 1) / warm
+        else:
+            lr = settings["min_lr"] + (settings["max_lr"] - settings["min_lr"]) * (
+                1 + math.cos(math.pi * (step - warm) / (total - warm))) / 2
+        for group in opt.param_groups:
+            group["lr"] = lr
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, settings["grad_clip"])
+        opt.step()
+        losses.append(float(loss))
+    return {k: v.detach() for k, v in model.state_dict().items()}, losses
+
+
+EXACT_CONFIG = dict(vocab_size=9, d_model=8, n_layers=2, n_heads=2, d_ff=12, max_len=8)
+EXACT_SETTINGS = dict(batch_size=3, block_size=8, max_lr=0.02, min_lr=0.002, warmup_steps=3, weight_decay=0.1,
+                      betas=(0.9, 0.95), eps=1e-4, grad_clip=0.3, seed=4)
+
+
+@check(6, 2, "train_lm: one and two steps from a given init on a constant stream equal the grader's update",
+       uses=("train_lm",), needs=TRAINING + LM + NORMS + FFN, timeout=60,
+       hint="per step: lr_at(step, ...), get_batch, mean cross-entropy, zero_grad, backward, clip_grads over all "
+            "gradients together, AdamW step with that lr; AdamW created once over model.parameters().")
+def train_exact_steps(t):
+    init = lm_state(t, EXACT_CONFIG)
+    data = torch.full((50,), 5, dtype=torch.long)  # every crop is the same: the batches cannot differ
+    for steps in (1, 2):
+        settings = dict(EXACT_SETTINGS, steps=steps)
+        what = f"train_lm(a constant stream, {describe(EXACT_CONFIG)}, steps={steps}, init_state=given)"
+        state, losses = checked_state(t.student.train_lm(data, EXACT_CONFIG, settings, init), init, what)
+        expected, expected_losses = grader_steps(t.ref, EXACT_CONFIG, settings, init, data, steps)
+        assert_close(losses, expected_losses, f"{what}: losses", rtol=1e-4, atol=1e-5)
+        for name in init:
+            assert_close(state[name], expected[name], f"{what}: parameter `{name}`", rtol=1e-4, atol=2e-5)
+
+
+@check(6, 1, "train_lm: the same seed gives the same model; another seed another", uses=("train_lm",),
+       needs=TRAINING + LM, timeout=60)
+def train_seeded(t):
+    data = ids(t, 300, V=9)
+    settings = dict(EXACT_SETTINGS, steps=3)
+    what = f"train_lm(ids (300,), {describe(EXACT_CONFIG)}, steps=3, seed=4)"
+    first = call_twice(t.student.train_lm, data, EXACT_CONFIG, settings, what=what)
+    other = t.student.train_lm(data, EXACT_CONFIG, dict(settings, seed=5))
+    names = lm_shapes(**EXACT_CONFIG)
+    a = checked_state(first, {k: torch.empty(s) for k, s in names.items()}, what)[0]
+    b = checked_state(other, {k: torch.empty(s) for k, s in names.items()}, what)[0]
+    if all(torch.equal(a[k], b[k]) for k in a):
+        raise CheckFailed(f"{what} with seed 4 and seed 5 gave identical models: seed torch (manual_seed) and the batch "
+                          "generator from settings['seed'].")
+
+
+@check(6, 3, "train_lm on Shakespeare (char-level): perplexity on the unseen test plays, scored by the grader",
+       uses=("train_lm",), needs=TRAINING + LM + NORMS + FFN, timeout=TRAIN_TIMEOUT,
+       reference_cache=("shakespeare",))
+def shakespeare_perplexity(t):
+    train, test = shakespeare_ids()
+    config = shakespeare_config()
+    what = f"train_lm(Shakespeare train chars ({len(train)},), {describe(config)}, the grader's settings)"
+    names = {k: torch.empty(s) for k, s in lm_shapes(**config).items()}
+    state, _ = checked_state(t.student.train_lm(t.student.put(train, "training ids"), config, SHAKESPEARE_SETTINGS),
+                             names, what)
+    if not torch.equal(state["head.weight"], state["tok_emb.weight"]):
+        raise CheckFailed(f"{what}: head.weight and tok_emb.weight differ; with tie_weights=True they are one tensor")
+    ppl = math.exp(stream_nll(t.ref, state, config, test, SHAKESPEARE_SETTINGS["block_size"], EVAL_STRIDE))
+    if not math.isfinite(ppl) or ppl > 2 * config["vocab_size"]:
+        raise CheckFailed(f"{what}: perplexity {ppl:.4g} on the test plays, no better than a uniform guess over "
+                          f"{config['vocab_size']} characters: training diverged or went uphill.")
+    threshold = t.cached("shakespeare", lambda: reference_shakespeare(t.ref)) * (1 + SHAKESPEARE_MARGIN)
+    t.note(assert_perplexity(ppl, threshold, "Your model on the test plays (nats -> perplexity per character)"))
+
+
+@check(6, 2, "train_lm on a synthetic language: perplexity on fresh sentences beside its Bayes-optimal floor",
+       uses=("train_lm",), needs=TRAINING + LM + NORMS + FFN, timeout=TRAIN_TIMEOUT,
+       reference_cache=("synthetic",))
+def synthetic_perplexity(t):
+    language, train = synthetic_language()
+    config = synthetic_config(language)
+    what = f"train_lm(synthetic-language ids ({len(train)},), {describe(config)}, the grader's settings)"
+    names = {k: torch.empty(s) for k, s in lm_shapes(**config).items()}
+    state, _ = checked_state(t.student.train_lm(t.student.put(train, "training ids"), config, SYNTHETIC_SETTINGS),
+                             names, what)
+    ppl, floor = synthetic_ratio(t.ref, state, heldout_seed=secret_seed(t))
+    ratio = t.cached("synthetic", lambda: reference_synthetic(t.ref)) * (1 + SYNTHETIC_MARGIN)
+    t.note(assert_perplexity(ppl, ratio * floor, "Your model on fresh sentences of the synthetic language",
+                             floor=floor))
+
+
+# ---- Q7 ---------------------------------------------------------------------------------------
+KV_CASES = (
+    dict(vocab_size=13, d_model=D, n_layers=2, n_heads=HEADS, d_ff=DFF, max_len=12),
+    dict(vocab_size=13, d_model=D, n_layers=2, n_heads=HEADS, d_ff=DFF, max_len=12, positions="rope"),
+)
+CACHE = LM + ("Block", "MultiHeadAttention")
+
+
+def ref_cache(reference, idx):
+    with torch.no_grad():
+        _, cache = reference(idx, [])
+    return [(k.clone(), v.clone()) for k, v in cache]
+
+
+def checked_cache(cache, n_layers, shape, what):
+    """The returned cache has the stated layout; its tensors are returned for value checks."""
+    if not isinstance(cache, (list, tuple)) or len(cache) != n_layers:
+        raise CheckFailed(f"{what}: the returned cache should be a list of {n_layers} (k, v) pairs, one per layer")
+    for i, layer in enumerate(cache):
+        if not isinstance(layer, (list, tuple)) or len(layer) != 2:
+            raise CheckFailed(f"{what}: cache[{i}] should be a (k, v) pair")
+        for name, z in zip("kv", layer):
+            assert_shape(z, shape, f"{what}: cache[{i}] {name} (B, n_heads, T_past + T_new, d_head)")
+    return cache
+
+
+@check(7, 2, "a step from a cache the grader built equals the full recomputation; the cache grows by the new tokens",
+       uses=CACHE, needs=NORMS + FFN,
+       hint="new tokens sit at positions T_past.. (learned positions and RoPE); append the new keys and values "
+            "along the time axis (dim 2); the causal mask is lower-right: new token i sees all cached positions.")
+def cache_step(t):
+    for cfg in KV_CASES:
+        state = lm_state(t, cfg)
+        model = make_module(t, "TransformerLM", (), cfg, state, F64)
+        reference = ref_module(t.ref, "TransformerLM", (), cfg, state)
+        idx = ids(t, 2, 9, V=13)
+        with torch.no_grad():
+            full = reference(idx)
+        for past, new in ((6, 1), (5, 3), (8, 1)):
+            cache = ref_cache(reference, idx[:, :past])
+            what = f"TransformerLM({describe(cfg)})(idx (2, {new}), a cache of {past} positions)"
+            out = call_pure(model, idx[:, past:past + new], cache, what=what)
+            if not isinstance(out, (tuple, list)) or len(out) != 2:
+                raise CheckFailed(f"{what} should return (logits, cache)")
+            logits, returned = out
+            close(logits, full[:, past:past + new], f"{what}: logits vs the full recomputation model(idx)", F64,
+                  DEEP_TOL)
+            checked_cache(returned, cfg["n_layers"], (2, HEADS, past + new, D // HEADS), what)
+            expected = ref_cache(reference, idx[:, :past + new])
+            for i, ((k, v), (ek, ev)) in enumerate(zip(returned, expected)):
+                close(k, ek, f"{what}: cache[{i}] keys", F64, DEEP_TOL)
+                close(v, ev, f"{what}: cache[{i}] values", F64, DEEP_TOL)
+
+
+@check(7, 1, "from an empty cache, token by token: the logits and the cache's length at every step",
+       uses=CACHE, needs=NORMS + FFN)
+def cache_growth(t):
+    for cfg in KV_CASES:
+        state = lm_state(t, cfg)
+        model = make_module(t, "TransformerLM", (), cfg, state, F64)
+        idx = ids(t, 1, 8, V=13)
+        full = builtin_lm(idx, state, cfg)
+        logits, cache = model(idx[:, :3], [])
+        close(logits, full[:, :3], f"TransformerLM({describe(cfg)})(idx (1, 3), []) logits", F64, DEEP_TOL)
+        for T in range(3, 8):
+            what = f"TransformerLM({describe(cfg)}): step {T - 2} of feeding one token with your own cache"
+            checked_cache(cache, cfg["n_layers"], (1, HEADS, T, D // HEADS), what)
+            logits, cache = model(idx[:, T:T + 1], cache)
+            close(logits, full[:, T:T + 1], f"{what}: logits of position {T}", F64, DEEP_TOL)
+
+
+def keep_set(logits, temperature=1.0, top_k=None, top_p=None):
+    """Which tokens the docstring's rule keeps, computed here (ties and exact boundaries included)."""
+    z = logits.double() / temperature
+    keep = torch.ones_like(z, dtype=torch.bool)
+    if top_k is not None:
+        kth = torch.sort(z, dim=-1, descending=True).values[..., min(top_k, z.shape[-1]) - 1:min(top_k, z.shape[-1])]
+        keep &= z >= kth
+    if top_p is not None:
+        p = torch.softmax(z.masked_fill(~keep, -math.inf), -1)
+        above = (p[..., None, :] * (p[..., None, :] > p[..., :, None])).sum(-1)
+        keep &= above < top_p
+    return keep
+
+
+@check(7, 2, "filter_logits keeps exactly the stated set: top-k ties, top-p crossing and reaching p exactly",
+       uses=("filter_logits",),
+       hint="top-p keeps a token when the tokens strictly more probable than it sum to less than p: the token that "
+            "crosses p is kept. top-k keeps every token at least as large as the k-th largest.")
+def filter_boundaries(t):
+    probs = torch.tensor([[0.25, 0.125, 0.5, 0.0625, 0.0625],   # exact in binary: sums are exact
+                          [0.125, 0.25, 0.125, 0.25, 0.25]], dtype=F64)
+    logits = torch.log(probs)
+    cases = [dict(top_k=1), dict(top_k=2), dict(top_k=4), dict(top_k=3), dict(top_k=7),
+             dict(top_p=0.5), dict(top_p=0.75), dict(top_p=0.7), dict(top_p=0.8), dict(top_p=0.2), dict(top_p=1.0),
+             dict(top_k=3, top_p=0.6), dict(temperature=0.5, top_p=0.8)]
+    for kwargs in cases:
+        what = f"filter_logits(log of {probs.tolist()}, {describe(kwargs)})"
+        temperature = kwargs.pop("temperature", 1.0)
+        got = call_pure(t.student.filter_logits, logits, temperature, what=what, **kwargs)
+        kept = keep_set(logits, temperature, **kwargs)
+        if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(logits.shape):
+            raise CheckFailed(f"{what}: expected a tensor of shape {tuple(logits.shape)}")
+        got_keep = torch.isfinite(got)
+        if not torch.equal(got_keep, kept):
+            raise CheckFailed(f"{what}: kept {got_keep.int().tolist()}, expected {kept.int().tolist()} (1 = kept)")
+        if bool((got[kept] == -math.inf).any()) or not bool((got[~kept] == -math.inf).all()):
+            raise CheckFailed(f"{what}: removed tokens must be exactly -inf")
+        close(got[kept], (logits / temperature)[kept], f"{what}: the kept logits (divided by the temperature)", F64)
+
+
+def greedy_truth(state, cfg, idx, n):
+    for _ in range(n):
+        nxt = builtin_lm(idx, state, cfg)[:, -1].argmax(-1, keepdim=True)
+        idx = torch.cat([idx, nxt], 1)
+    return idx
+
+
+@check(7, 1.5, "generate greedily with and without the cache: both equal the grader's greedy decoding",
+       uses=CACHE + ("generate",), needs=NORMS + FFN)
+def generate_greedy(t):
+    for cfg in KV_CASES:
+        state = lm_state(t, cfg)
+        model = make_module(t, "TransformerLM", (), cfg, state, F64)
+        for prompt in (ids(t, 2, 3, V=13), ids(t, 1, 1, V=13)):
+            n = cfg["max_len"] - prompt.shape[1]
+            expected = greedy_truth(state, cfg, prompt, n)
+            for use_cache in (True, False):
+                what = f"generate(model ({describe(cfg)}), idx {tuple(prompt.shape)}, {n}, temperature=0, use_cache={use_cache})"
+                got = call_pure(t.student.generate, model, prompt, n, 0.0, use_cache=use_cache, what=what)
+                if not isinstance(got, torch.Tensor) or got.dtype != torch.int64:
+                    raise CheckFailed(f"{what} should return an int64 tensor")
+                assert_equal(got.tolist(), expected.tolist(), what)
+
+
+def chi_square_ok(counts: np.ndarray, probs: np.ndarray) -> tuple:
+    """Pearson's test at a 1e-4 false-fail rate (Wilson-Hilferty approximation)."""
+    n = counts.sum()
+    mask = probs > 0
+    stat = float((((counts - n * probs) ** 2)[mask] / (n * probs[mask])).sum())
+    df = max(int(mask.sum()) - 1, 1)
+    z = 3.719  # one-sided 1e-4
+    limit = df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
+    return stat <= limit, stat, limit
+
+
+@check(7, 1.5, "generate samples from the filtered, tempered distribution at every step, seeded",
+       uses=CACHE + ("generate", "filter_logits"), needs=NORMS + FFN)
+def generate_sampling(t):
+    cfg = KV_CASES[1]
+    state = lm_state(t, cfg)
+    model = make_module(t, "TransformerLM", (), cfg, state, F64)
+    prompt = ids(t, 1, 4, V=13).repeat(2000, 1)
+    kwargs = dict(temperature=0.7, top_k=6)
+    what = f"generate(model, idx (2000, 4) of one prompt, 2, {describe(kwargs)}, seed=3)"
+    out = call_twice(t.student.generate, model, prompt, 2, seed=3, what=what, **kwargs)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2000, 6):
+        raise CheckFailed(f"{what} should return a (2000, 6) tensor")
+    if out[:, :4].tolist() != prompt.tolist():
+        raise CheckFailed(f"{what}: the output must start with the prompt")
+    logits = builtin_lm(prompt[:1], state, cfg)[0, -1]
+    allowed = keep_set(logits, **kwargs)
+    probs = torch.softmax(logits / 0.7, -1).masked_fill(~allowed, 0)
+    probs = (probs / probs.sum()).numpy()
+    first = out[:, 4].numpy()
+    if not bool(allowed[torch.from_numpy(first)].all()):
+        raise CheckFailed(f"{what}: a first new token outside the top-6 set was sampled")
+    ok, stat, limit = chi_square_ok(np.bincount(first, minlength=13), probs)
+    if not ok:
+        raise CheckFailed(f"{what}: the first new tokens do not follow softmax(logits / 0.7) restricted to the top 6 "
+                          f"(chi-square {stat:.1f} > {limit:.1f}, false-fail rate 1e-4)")
+    for token in np.unique(first)[:4]:  # the second token, given the first: the cache path and later steps
+        rows = np.nonzero(first == token)[0]
+        if len(rows) < 200:
+            continue
+        context = torch.cat([prompt[:1], torch.tensor([[int(token)]])], 1)
+        logits2 = builtin_lm(context, state, cfg)[0, -1]
+        allowed2 = keep_set(logits2, **kwargs)
+        second = out[rows, 5].numpy()
+        if not bool(allowed2[torch.from_numpy(second)].all()):
+            raise CheckFailed(f"{what}: a second new token outside its top-6 set was sampled (after token {token})")
+        p2 = torch.softmax(logits2 / 0.7, -1).masked_fill(~allowed2, 0)
+        ok, stat, limit = chi_square_ok(np.bincount(second, minlength=13), (p2 / p2.sum()).numpy())
+        if not ok:
+            raise CheckFailed(f"{what}: second tokens after {token} do not follow the model's filtered distribution "
+                              f"(chi-square {stat:.1f} > {limit:.1f})")
+    other = t.student.generate(model, prompt[:50], 2, seed=4, **kwargs)
+    if other[:, 4:].tolist() == out[:50, 4:].tolist():
+        raise CheckFailed(f"{what}: seeds 3 and 4 gave the same samples; make the generator from `seed`.")
+
+
+# ---- Q8 ---------------------------------------------------------------------------------------
+S2S_ARGS = (13, 12, 3, 20, 2, 10)  # vocab, d_model, n_heads, d_ff, n_layers, max_len
+S2S = ("Seq2Seq", "DecoderBlock") + BLOCK
+
+
+def t_decoder_block(x, memory, s, p, n_heads):
+    x = x + t_attention(t_norm(x, s, j(p, "norm1")), s, j(p, "self_attn"), n_heads, causal=True)
+    x = x + t_attention(t_norm(x, s, j(p, "norm2")), s, j(p, "cross_attn"), n_heads, context=memory)
+    return x + t_mlp(t_norm(x, s, j(p, "norm3")), s, j(p, "mlp"))
+
+
+def builtin_seq2seq(src, tgt, state, args):
+    s = as64(state)
+    vocab, d, h, d_ff, n_layers, max_len = args
+    x = F.embedding(src, s["emb.weight"]) + s["pos_emb.weight"][:src.shape[1]]
+    for i in range(n_layers):
+        x = t_block(x, s, f"encoder.{i}", h, causal=False)
+    memory = t_norm(x, s, "enc_norm")
+    y = F.embedding(tgt, s["emb.weight"]) + s["pos_emb.weight"][:tgt.shape[1]]
+    for i in range(n_layers):
+        y = t_decoder_block(y, memory, s, f"decoder.{i}", h)
+    return t_norm(y, s, "dec_norm") @ s["emb.weight"].T, memory
+
+
+def decoder_block_shapes(d, d_ff):
+    return (norm_shapes("norm1", d) | attention_shapes("self_attn", d) | norm_shapes("norm2", d)
+            | attention_shapes("cross_attn", d) | norm_shapes("norm3", d) | mlp_shapes("mlp", d, d_ff))
+
+
+@check(8, 1.5, "DecoderBlock: causal self-attention, cross-attention to memory, MLP (float32/64)",
+       uses=("DecoderBlock",) + ATTN, needs=NORMS + FFN,
+       hint="cross_attn's queries come from the decoder (after norm2); its keys and values from memory.")
+def decoder_block_builtin(t):
+    state = fill(t.rng, decoder_block_shapes(D, DFF))
+    for dtype in DTYPES:
+        x, memory = randn(t, 2, 5, D, dtype=dtype), randn(t, 2, 7, D, dtype=dtype)
+        what = f"DecoderBlock({D}, {HEADS}, {DFF})(x (2, 5, {D}), memory (2, 7, {D}), {name_of(dtype)})"
+        module = make_module(t, "DecoderBlock", (D, HEADS, DFF), {}, state, dtype)
+        expected = t_decoder_block(x.double(), memory.double(), as64(state), "", HEADS)
+        close(call_pure(module, x, memory, what=what), expected, what, dtype, DEEP_TOL)
+
+
+@check(8, 1.5, "Seq2Seq encode, decode and forward against the grader's built-in encoder-decoder; encoder "
+               "bidirectional, decoder causal", uses=S2S, needs=NORMS + FFN)
+def seq2seq_builtin(t):
+    state = fill(t.rng, seq2seq_shapes(*S2S_ARGS))
+    src, tgt = ids(t, 2, 8, V=13), ids(t, 2, 6, V=13)
+    expected, memory = builtin_seq2seq(src, tgt, state, S2S_ARGS)
+    for dtype in DTYPES:
+        model = make_module(t, "Seq2Seq", S2S_ARGS, {}, state, dtype)
+        what = f"Seq2Seq{S2S_ARGS}"
+        close(model.encode(src), memory, f"{what}.encode(src (2, 8)), {name_of(dtype)}", dtype, DEEP_TOL)
+        close(model(src, tgt), expected, f"{what}(src (2, 8), tgt_in (2, 6)), {name_of(dtype)}", dtype, DEEP_TOL)
+    model = make_module(t, "Seq2Seq", S2S_ARGS, {}, state, F64)
+    base = model(src, tgt)
+    changed = tgt.clone()
+    changed[:, 3:] = (changed[:, 3:] + 1) % 13
+    assert_close(model(src, changed)[:, :3], base[:, :3], "Seq2Seq: logits at target positions 0..2 after changing "
+                 "target tokens 3.. (the decoder must be causal)", rtol=1e-9, atol=1e-9)
+
+
+@check(8, 1, "Seq2Seq parameter gradients (float64) against the reference", uses=S2S, needs=NORMS + FFN)
+def seq2seq_gradients(t):
+    args = (9, 6, 2, 8, 1, 6)
+    state = fill(t.rng, seq2seq_shapes(*args))
+    model = make_module(t, "Seq2Seq", args, {}, state, F64)
+    reference = ref_module(t.ref, "Seq2Seq", args, {}, state)
+    assert_param_grads(model, reference, [ids(t, 2, 5, V=9), ids(t, 2, 4, V=9)], f"Seq2Seq{args}", rng=t.rng)
+
+
+def grader_greedy(model, src, n, bos):
+    memory = model.encode(src)
+    out = torch.full((src.shape[0], 1), bos, dtype=torch.long)
+    for _ in range(n):
+        out = torch.cat([out, model.decode(out, memory)[:, -1].argmax(-1, keepdim=True)], 1)
+    return out[:, 1:]
+
+
+@check(8, 1, "greedy_decode equals the grader's greedy decoding with the same weights (only sources sent)",
+       uses=S2S + ("greedy_decode",), needs=NORMS + FFN)
+def greedy_decode_matches(t):
+    state = fill(t.rng, seq2seq_shapes(*S2S_ARGS))
+    model = make_module(t, "Seq2Seq", S2S_ARGS, {}, state, F64)
+    reference = ref_module(t.ref, "Seq2Seq", S2S_ARGS, {}, state)
+    for B, S, n in ((3, 8, 7), (1, 4, 1)):
+        src = ids(t, B, S, V=10)
+        what = f"greedy_decode(model, src ({B}, {S}), {n}, bos=10)"
+        got = call_pure(t.student.greedy_decode, model, src, n, 10, what=what)
+        with torch.no_grad():
+            expected = grader_greedy(reference, src, n, 10)
+        if not isinstance(got, torch.Tensor) or got.dtype != torch.int64:
+            raise CheckFailed(f"{what} should return an int64 tensor")
+        assert_equal(got.tolist(), expected.tolist(), what)
+
+
+SORT_LENGTH, BOS = 8, 10
+SORT_CONFIG = dict(vocab_size=11, d_model=64, n_heads=4, d_ff=128, n_layers=2, max_len=SORT_LENGTH)
+SORT_SETTINGS = dict(steps=220, batch_size=64, max_lr=3e-3, min_lr=3e-4, warmup_steps=30, weight_decay=0.01,
+                     betas=(0.9, 0.99), eps=1e-8, grad_clip=1.0, seed=3, bos=BOS)
+SORT_TRAIN, SORT_EVAL = 20000, 1000
+SORT_MARGIN = 0.05  # exact-match accuracy may be this much below the reference's (bench/transformer_thresholds.py)
+
+
+def sort_pairs(n, seed):
+    src = torch.from_numpy(np.random.default_rng(seed).integers(0, 10, size=(n, SORT_LENGTH)))
+    return src, src.sort(dim=1).values
+
+
+def sort_accuracy(ref, state, seed) -> float:
+    """Exact-match accuracy of the reference decoder holding `state` on fresh strings, decided here."""
+    model = ref.Seq2Seq(**SORT_CONFIG)
+    model.load_state_dict(state)
+    src, tgt = sort_pairs(SORT_EVAL, seed)
+    with torch.no_grad():
+        pred = grader_greedy(model, src, SORT_LENGTH, BOS)
+    return float((pred == tgt).all(dim=1).double().mean())
+
+
+def reference_sort(ref) -> float:
+    src, tgt = sort_pairs(SORT_TRAIN, 0)
+    state = single_threaded(lambda: ref.train_seq2seq(src, tgt, SORT_CONFIG, SORT_SETTINGS))
+    return sort_accuracy(ref, state, seed=98)
+
+
+@check(8, 3, "train_seq2seq sorts digit strings: exact-match accuracy on fresh strings the grader draws",
+       uses=S2S + ("train_seq2seq",), needs=TRAINING + NORMS + FFN, timeout=TRAIN_TIMEOUT,
+       reference_cache=("sort",))
+def seq2seq_sorting(t):
+    src, tgt = sort_pairs(SORT_TRAIN, 0)
+    what = f"train_seq2seq(src ({SORT_TRAIN}, {SORT_LENGTH}), sorted tgt, {describe(SORT_CONFIG)}, the grader's settings)"
+    names = {k: torch.empty(s) for k, s in seq2seq_shapes(*[SORT_CONFIG[k] for k in (
+        "vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len")]).items()}
+    state = checked_names(t.student.train_seq2seq(src, tgt, SORT_CONFIG, SORT_SETTINGS), names, what)
+    accuracy = sort_accuracy(t.ref, state, seed=secret_seed(t))
+    needed = t.cached("sort", lambda: reference_sort(t.ref)) - SORT_MARGIN
+    line = f"Exact-match accuracy on {SORT_EVAL} fresh strings: {accuracy:.3f} (needed {needed:.3f})"
+    if accuracy < needed:
+        raise CheckFailed(f"{what}: {line}.")
+    t.note(line)
