@@ -1,0 +1,562 @@
+"""Hidden checks for `rnn_lm`. Never shipped to students.
+
+Recurrent numerics are compared with PyTorch's own `nn.RNN` / `nn.LSTM` / `nn.GRU` holding the same
+weights (loaded by parameter name), in float64 here, against the student's module run in float32
+and float64; dims are distinct (B != T != d != H). Training functions are checked by exact steps
+against the reference run here on the same weights and data, before any threshold. Later questions
+are graded on grader-made pieces where they are about something else: Q4 trains the given
+`ToyRecurrentLM`, Q6 decodes the given `TableModel` whose table the grader draws and whose sequence
+probabilities it computes itself in numpy. Held-out text and fresh evaluation examples never cross
+to the worker: only the source side of Q8's fresh examples does, and the grader scores the answers.
+"""
+import math
+from functools import lru_cache
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autograder.checks import check
+from autograder.compare import as_array, assert_close, assert_dtype, assert_equal, assert_shape, parts
+from autograder.errors import CheckFailed
+from autograder.perplexity import assert_perplexity
+from autograder.purity import call_pure, call_twice
+from autograder.remote import StudentError
+from autograder.torch_checks import MODULE_TOLERANCES, assert_device_agnostic, gradcheck, output, randn
+
+F32, F64 = torch.float32, torch.float64
+DTYPES = (F32, F64)
+GATES = {"rnn": 1, "lstm": 4, "gru": 3}
+BUILTIN = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
+CELL = {"rnn": "RNNCell", "lstm": "LSTMCell", "gru": "GRUCell"}
+LAYER = {"rnn": "RNNLayer", "lstm": "LSTMLayer", "gru": "GRULayer"}
+
+# Q7: the graded training run (about 16 s of one CPU core for the reference). The threshold is the
+# reference's test perplexity with the same settings and initial weights, times 1 + PPL_MARGIN
+# (bench/rnn_lm_thresholds.py measures the margin over seeds and correct alternatives).
+Q7_MODEL = dict(emb_dim=32, hidden_size=128)
+Q7_SETTINGS = dict(steps=400, lr=4.0, batch_size=32, bptt=64, clip=0.5)
+Q7_INIT_SEED = 7
+PPL_MARGIN = 0.05
+# Q8: the toy transduction task (reverse a digit string) and its training settings (about 8 s).
+PAD, BOS, EOS, DIGIT0 = 0, 1, 2, 3
+S2S_VOCAB, S2S_MAX = 13, 8
+Q8_MODEL = dict(emb_dim=16, hidden_size=32, attn_size=24)
+Q8_SETTINGS = dict(steps=400, lr=0.01, batch_size=32, clip=1.0)
+Q8_EVAL = 500
+Q8_MIN_ACCURACY = 0.90
+
+
+def name_of(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+# ---- modules with the grader's weights --------------------------------------------------------
+def cell_weights(t, kind: str, d: int, H: int, prefix: str = "") -> dict:
+    """float32 weights named as in nn.RNNCell / nn.LSTMCell / nn.GRUCell, scaled like their init."""
+    G = GATES[kind] * H
+    return {f"{prefix}weight_ih": randn(t, G, d, dtype=F32, scale=H ** -0.5),
+            f"{prefix}weight_hh": randn(t, G, H, dtype=F32, scale=H ** -0.5),
+            f"{prefix}bias_ih": randn(t, G, dtype=F32, scale=0.3),
+            f"{prefix}bias_hh": randn(t, G, dtype=F32, scale=0.3)}
+
+
+def make_module(t, cls, args: tuple, state: dict, dtype, **kwargs):
+    """The student's (or a given) class in the worker, holding the grader's weights, on the grading device."""
+    module = cls(*args, **kwargs)
+    module.load_state_dict({k: v.to(dtype) for k, v in state.items()})
+    module = module.double() if dtype == F64 else module.float()
+    return module.to(t.device)
+
+
+def builtin_layer(kind: str, weights: dict, d: int, H: int, prefix: str = "") -> nn.Module:
+    """PyTorch's nn.RNN / nn.LSTM / nn.GRU (float64, batch first) holding the same weights."""
+    module = BUILTIN[kind](d, H, batch_first=True, dtype=F64)
+    with torch.no_grad():
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(module, f"{name}_l0").copy_(weights[prefix + name])
+    return module
+
+
+def run_builtin(kind: str, weights: dict, x, state, prefix: str = ""):
+    """(outputs (B, T, H), final state) of the built-in layer in float64; state in the student's format."""
+    d, H = x.shape[-1], weights[prefix + "weight_hh"].shape[1]
+    module = builtin_layer(kind, weights, d, H, prefix)
+    if state is None:
+        hx = None
+    elif kind == "lstm":
+        hx = (state[0].double()[None], state[1].double()[None])
+    else:
+        hx = state.double()[None]
+    with torch.no_grad():
+        out, final = module(x.double(), hx)
+    final = (final[0][0], final[1][0]) if kind == "lstm" else final[0]
+    return out, final
+
+
+def assert_state_close(got, expected, what: str, dtype, kind: str) -> None:
+    if kind == "lstm":
+        got = parts(got, 2, what + " state (h, c)")
+        for g, e, name in zip(got, expected, ("h", "c")):
+            assert_close_mod(output(g, None, what), e, f"{what} final {name}", dtype)
+    else:
+        assert_close_mod(output(got, None, what), expected, what + " final state", dtype)
+
+
+def assert_close_mod(got, expected, what: str, dtype) -> None:
+    rtol, atol = MODULE_TOLERANCES[dtype]
+    assert_close(got, expected, what, rtol=rtol, atol=atol)
+
+
+def assert_param_grads(module, ref_module: nn.Module, args: list, what: str, *, rng, output_index=None) -> None:
+    """Gradients w.r.t. every parameter equal the reference's (same weights), float64; tuple outputs allowed."""
+    ref_out = ref_module(*args)
+    if output_index is not None:
+        ref_out = ref_out[output_index]
+    cotangent = torch.from_numpy(rng.standard_normal(tuple(ref_out.shape)))
+    got = module.vjp(list(args), [], cotangent, output_index=output_index or 0)
+    expected = torch.autograd.grad((ref_out * cotangent).sum(), list(ref_module.parameters()), allow_unused=True)
+    got_grads = got.get("param_grads", {}) if isinstance(got, dict) else {}
+    for (name, param), grad in zip(ref_module.named_parameters(), expected):
+        grad = torch.zeros_like(param) if grad is None else grad
+        if name not in got_grads:
+            raise CheckFailed(f"{what}: no gradient reached parameter `{name}`; is it used in forward "
+                              "(and the only parameter of that name)?")
+        if bool(grad.abs().max() > 0) and np.all(got_grads[name].numpy() == 0):
+            raise CheckFailed(f"{what}: the gradient of `{name}` is all zeros; is `{name}` used in forward?")
+        assert_close(got_grads[name], grad, f"{what}: gradient of `{name}`", rtol=1e-7, atol=1e-9)
+
+
+def device_note(t, call, args, what: str) -> None:
+    """Fail when the worker itself reports a device or dtype mix-up; otherwise at most a note."""
+    note = assert_device_agnostic(call, args, what)
+    if note and "could not" in note:
+        t.note(note)
+
+
+def random_state(t, kind: str, B: int, H: int, dtype):
+    if kind == "lstm":
+        return (randn(t, B, H, dtype=dtype, scale=0.5), randn(t, B, H, dtype=dtype, scale=0.5))
+    return randn(t, B, H, dtype=dtype, scale=0.5)
+
+
+# ---- Q1 and Q2: cells and layers against the built-ins -----------------------------------------
+def cell_vs_builtin(t, kind: str) -> None:
+    name = CELL[kind]
+    for B, d, H in ((3, 5, 4), (1, 2, 7)):
+        weights = cell_weights(t, kind, d, H)
+        for dtype in DTYPES:
+            cell = make_module(t, getattr(t.student, name), (d, H), weights, dtype)
+            x, state = randn(t, B, d, dtype=dtype), random_state(t, kind, B, H, dtype)
+            what = f"{name}({d}, {H})(x ({B}, {d}), state, {name_of(dtype)})"
+            got = call_pure(cell, x, state, what=what)
+            _, expected = run_builtin(kind, weights, x[:, None], state)
+            assert_state_close(got, expected, what, dtype, kind)
+            if kind == "lstm":
+                got = parts(got, 2, what)
+            for value in (got if kind == "lstm" else [got]):
+                assert_shape(value, (B, H), what)
+                assert_dtype(value, name_of(dtype), what)
+
+
+def layer_vs_builtin(t, kind: str) -> None:
+    name = LAYER[kind]
+    for B, T, d, H in ((3, 7, 5, 4), (1, 1, 3, 6), (2, 4, 1, 3)):
+        weights = cell_weights(t, kind, d, H, "cell.")
+        for dtype in DTYPES:
+            layer = make_module(t, getattr(t.student, name), (d, H), weights, dtype)
+            x = randn(t, B, T, d, dtype=dtype)
+            for label, state in (("no initial state", None), ("an initial state", random_state(t, kind, B, H, dtype))):
+                what = f"{name}({d}, {H})(x ({B}, {T}, {d}), {label}, {name_of(dtype)})"
+                args = (x,) if state is None else (x, state)
+                got = call_pure(layer, *args, what=what)
+                outputs, final = parts(got, 2, what)
+                expected_out, expected_final = run_builtin(kind, weights, x, state, "cell.")
+                assert_shape(output(outputs, None, what), (B, T, H), what + " outputs")
+                assert_dtype(outputs, name_of(dtype), what + " outputs")
+                assert_close_mod(outputs, expected_out, what + " outputs", dtype)
+                assert_state_close(final, expected_final, what, dtype, kind)
+    layer = make_module(t, getattr(t.student, name), (d, H), weights, F32)
+    device_note(t, layer, [randn(t, 2, 3, d, dtype=F32)], f"{name}({d}, {H})(x)")
+
+
+def layer_gradients(t, kind: str) -> None:
+    B, T, d, H = 2, 4, 3, 5
+    weights = cell_weights(t, kind, d, H, "cell.")
+    layer = make_module(t, getattr(t.student, LAYER[kind]), (d, H), weights, F64)
+    x, state = randn(t, B, T, d), random_state(t, kind, B, H, F64)
+    what = f"{LAYER[kind]}({d}, {H}) on x ({B}, {T}, {d}) with an initial state"
+    if kind == "lstm":
+        gradcheck(layer, [x, state], [0], what + ", outputs w.r.t. x", output_index=0)
+    else:
+        gradcheck(layer, [x, state], [0, 1], what + ", outputs w.r.t. x and h0", output_index=0)
+    ref = getattr(t.ref, LAYER[kind])(d, H)
+    ref.load_state_dict(weights)
+    ref = ref.double()
+    assert_param_grads(layer, ref, [x, state], what, rng=t.rng, output_index=0)
+    cell_w = {k.removeprefix("cell."): v for k, v in weights.items()}
+    cell = make_module(t, getattr(t.student, CELL[kind]), (d, H), cell_w, F64)
+    xs, hs = randn(t, B, d), random_state(t, kind, B, H, F64)
+    if kind == "lstm":
+        for index, part in ((0, "h"), (1, "c")):
+            gradcheck(cell, [xs, hs], [0], f"LSTMCell({d}, {H}), {part} w.r.t. x", output_index=index)
+    else:
+        gradcheck(cell, [xs, hs], [0, 1], f"{CELL[kind]}({d}, {H}) w.r.t. x and h")
+
+
+RNN_USES = ("RNNCell", "RNNLayer")
+LSTM_USES = ("LSTMCell", "LSTMLayer")
+GRU_USES = ("GRUCell", "GRULayer")
+
+
+@check(1, 1.5, "RNNCell against nn.RNN holding the same weights (float32 and float64, batch of one)", uses=RNN_USES,
+       hint="h' = tanh(x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh): both biases, both transposes.")
+def rnn_cell_hidden(t):
+    cell_vs_builtin(t, "rnn")
+
+
+@check(1, 2, "RNNLayer against nn.RNN: every state and the last, with and without h0, T = 1", uses=RNN_USES,
+       hint="start from h0 (zeros of shape (B, H) when None), feed x[:, t] and the previous state at each step.")
+def rnn_layer_hidden(t):
+    layer_vs_builtin(t, "rnn")
+
+
+@check(1, 1.5, "RNNLayer and RNNCell gradients (gradcheck and every parameter, float64)", uses=RNN_USES)
+def rnn_gradients(t):
+    layer_gradients(t, "rnn")
+
+
+@check(2, 1.5, "LSTMCell against nn.LSTM holding the same weights (float32 and float64, batch of one)",
+       uses=LSTM_USES, hint="gates in the order i, f, g, o (chunk(4) of the (B, 4H) pre-activations); sigmoid for "
+                            "i, f, o and tanh for g; c' = f*c + i*g, h' = o*tanh(c').")
+def lstm_cell_hidden(t):
+    cell_vs_builtin(t, "lstm")
+
+
+@check(2, 2, "LSTMLayer against nn.LSTM: outputs and (h_T, c_T), with and without a state, T = 1", uses=LSTM_USES)
+def lstm_layer_hidden(t):
+    layer_vs_builtin(t, "lstm")
+
+
+@check(2, 1.5, "LSTMLayer and LSTMCell gradients (gradcheck and every parameter, float64)", uses=LSTM_USES)
+def lstm_gradients(t):
+    layer_gradients(t, "lstm")
+
+
+@check(2, 1, "extra credit: GRUCell and GRULayer against nn.GRU (float32 and float64)", extra=True, uses=GRU_USES,
+       hint="order r, z, n; n = tanh(x_n + r * (h @ W_hn.T + b_hn)); h' = (1 - z) * n + z * h.")
+def gru_hidden(t):
+    cell_vs_builtin(t, "gru")
+    layer_vs_builtin(t, "gru")
+
+
+@check(2, 1, "extra credit: GRU gradients (gradcheck and every parameter, float64)", extra=True, uses=GRU_USES)
+def gru_gradients(t):
+    layer_gradients(t, "gru")
+
+
+# ---- Q3: the language model -------------------------------------------------------------------
+LM_USES = ("RNNLM",)
+LM_NEEDS = RNN_USES + LSTM_USES
+
+
+def lm_weights(t, kind: str, V: int, E: int, H: int, tied: bool = False) -> dict:
+    weights = {"embedding.weight": randn(t, V, E, dtype=F32)}
+    weights |= cell_weights(t, kind, E, H, "rnn.cell.")
+    weights["proj.weight"] = weights["embedding.weight"] if tied else randn(t, V, H, dtype=F32, scale=H ** -0.5)
+    weights["proj.bias"] = randn(t, V, dtype=F32, scale=0.1)
+    return weights
+
+
+def lm_logits(kind: str, weights: dict, tokens, state=None):
+    """The grader's RNN LM in float64: embedding, the built-in layer, projection."""
+    emb = weights["embedding.weight"].double()[tokens]  # (B, T, E)
+    out, final = run_builtin(kind, weights, emb, state, "rnn.cell.")
+    return out @ weights["proj.weight"].double().T + weights["proj.bias"].double(), final
+
+
+def student_lm(t, kind: str, V: int, E: int, H: int, weights: dict, dtype, tied: bool = False):
+    layer = getattr(t.student, LAYER[kind]).get()
+    kwargs = {"tie_weights": True} if tied else {}
+    return make_module(t, t.student.RNNLM, (V, E, H), weights, dtype, layer=layer, **kwargs)
+
+
+def random_tokens(t, B: int, T: int, V: int) -> torch.Tensor:
+    return torch.from_numpy(t.rng.integers(0, V, size=(B, T)))
+
+
+@check(3, 2, "RNNLM forward with LSTMLayer and RNNLayer against the built-ins (float32 and float64, a state)",
+       uses=LM_USES, needs=LM_NEEDS,
+       hint="embed the tokens, run self.rnn from the given state, apply self.proj to every output.")
+def rnnlm_forward_hidden(t):
+    V, E, H = 11, 6, 5
+    for kind in ("lstm", "rnn"):
+        weights = lm_weights(t, kind, V, E, H)
+        for dtype in DTYPES:
+            model = student_lm(t, kind, V, E, H, weights, dtype)
+            for B, T in ((3, 7), (1, 1)):
+                tokens = random_tokens(t, B, T, V)
+                for label, state in (("no state", None), ("a state", random_state(t, kind, B, H, dtype))):
+                    what = f"RNNLM({V}, {E}, {H}, layer={LAYER[kind]})(tokens ({B}, {T}), {label}, {name_of(dtype)})"
+                    got = call_pure(model, *((tokens,) if state is None else (tokens, state)), what=what)
+                    logits, final = parts(got, 2, what)
+                    expected, expected_final = lm_logits(kind, weights, tokens, state)
+                    assert_shape(output(logits, None, what), (B, T, V), what + " logits")
+                    assert_close_mod(logits, expected, what + " logits", dtype)
+                    assert_state_close(final, expected_final, what, dtype, kind)
+    model = student_lm(t, kind, V, E, H, weights, F32)
+    device_note(t, model, [random_tokens(t, 2, 3, V)], f"RNNLM({V}, {E}, {H})(tokens)")
+
+
+@check(3, 1.5, "RNNLM with tie_weights=True: one shared (V, d) matrix, its gradient from both uses",
+       uses=LM_USES, needs=LM_NEEDS,
+       hint="assign the embedding's Parameter itself: self.proj.weight = self.embedding.weight (not a copy).")
+def rnnlm_tied(t):
+    V, E = 9, 5
+    weights = lm_weights(t, "lstm", V, E, E, tied=True)
+    model = student_lm(t, "lstm", V, E, E, weights, F64, tied=True)
+    tokens = random_tokens(t, 2, 4, V)
+    what = f"RNNLM({V}, {E}, {E}, tie_weights=True)(tokens (2, 4))"
+    logits, _ = parts(model(tokens), 2, what)
+    assert_close_mod(logits, lm_logits("lstm", weights, tokens)[0], what + " logits", F64)
+    ref = t.ref.RNNLM(V, E, E, layer=t.ref.LSTMLayer, tie_weights=True)
+    ref.load_state_dict(weights)
+    ref = ref.double()
+    assert_param_grads(model, ref, [tokens], what, rng=t.rng, output_index=0)
+    grads = model.vjp([tokens], [], torch.ones(2, 4, V, dtype=F64), output_index=0).get("param_grads", {})
+    if "proj.weight" in grads:
+        raise CheckFailed(f"{what}: `proj.weight` is still a parameter of its own; with tied weights it must be the "
+                          "embedding's parameter (self.proj.weight = self.embedding.weight).")
+    try:
+        t.student.RNNLM(V, 4, 6, tie_weights=True)
+    except StudentError as exc:
+        if "ValueError" not in str(exc):
+            raise CheckFailed(f"RNNLM({V}, 4, 6, tie_weights=True) should raise ValueError (emb_dim != hidden_size), "
+                              f"got: {str(exc).splitlines()[0]}") from None
+    else:
+        raise CheckFailed(f"RNNLM({V}, 4, 6, tie_weights=True) should raise ValueError: tied weights need "
+                          "emb_dim == hidden_size.")
+
+
+def lm_tokens_causal(model, tokens, V: int, what: str, rng) -> None:
+    """Changing the tokens after position p never changes the logits at positions <= p."""
+    base = output(parts(model(tokens), 2, what)[0], None, what)
+    for p in range(tokens.shape[1] - 1):
+        changed = tokens.clone()
+        changed[:, p + 1:] = torch.from_numpy(rng.integers(0, V, size=tuple(changed[:, p + 1:].shape)))
+        after = output(parts(model(changed), 2, what)[0], None, what)
+        try:
+            assert_close(after[:, :p + 1], base[:, :p + 1], "")
+        except CheckFailed:
+            raise CheckFailed(f"{what}: changing the tokens after position {p} changed the logits at positions "
+                              f"0..{p}: the model sees the future.") from None
+
+
+@check(3, 1, "RNNLM is causal: later tokens never change earlier logits", uses=LM_USES, needs=LM_NEEDS)
+def rnnlm_causal(t):
+    V, E, H = 10, 4, 6
+    model = student_lm(t, "lstm", V, E, H, lm_weights(t, "lstm", V, E, H), F64)
+    lm_tokens_causal(model, random_tokens(t, 3, 6, V), V, f"RNNLM({V}, {E}, {H})", t.rng)
+
+
+def toy_weights(t, V: int, d: int) -> dict:
+    return {"embedding.weight": randn(t, V, d, dtype=F32, scale=0.5),
+            "proj.weight": randn(t, V, d, dtype=F32, scale=d ** -0.5), "proj.bias": randn(t, V, dtype=F32, scale=0.1)}
+
+
+def toy_reference(t, V: int, d: int, weights: dict, dtype=F64):
+    module = t.ref.ToyRecurrentLM(V, d)
+    module.load_state_dict(weights)
+    return module.to(dtype)
+
+
+def padded_tokens(t, lengths, V: int, pad: int) -> torch.Tensor:
+    T = max(lengths)
+    tokens = torch.full((len(lengths), T), pad, dtype=torch.int64)
+    for row, n in enumerate(lengths):
+        real = [v for v in range(V) if v != pad]
+        tokens[row, :n] = torch.as_tensor(t.rng.choice(real, size=n))
+    return tokens
+
+
+@check(3, 2, "lm_loss: teacher forcing, mean over non-pad targets (pad_id None, 0 and 5), T = 2, batch of one",
+       uses=("lm_loss",), hint="inputs tokens[:, :-1], targets tokens[:, 1:]; divide by the number of targets that "
+                                "are not pad_id, not by B * (T - 1).")
+def lm_loss_hidden(t):
+    V, d = 8, 5
+    weights = toy_weights(t, V, d)
+    ref = toy_reference(t, V, d, weights)
+    cases = [(None, random_tokens(t, 3, 6, V)), (0, padded_tokens(t, [6, 3, 2, 5], V, 0)),
+             (5, padded_tokens(t, [4, 7], V, 5)), (None, random_tokens(t, 1, 2, V)), (0, padded_tokens(t, [2], V, 0))]
+    for dtype in DTYPES:
+        model = make_module(t, t.student.ToyRecurrentLM, (V, d), weights, dtype)
+        for pad_id, tokens in cases:
+            what = f"lm_loss(ToyRecurrentLM({V}, {d}), tokens {tuple(tokens.shape)}, pad_id={pad_id}, {name_of(dtype)})"
+            got = call_pure(t.student.lm_loss, model, tokens, pad_id=pad_id, what=what)
+            with torch.no_grad():
+                logits, _ = ref(tokens[:, :-1])
+                targets = tokens[:, 1:].reshape(-1)
+                losses = F.cross_entropy(logits.reshape(-1, V), targets, reduction="none")
+                keep = torch.ones_like(losses) if pad_id is None else (targets != pad_id).double()
+                expected = (losses * keep).sum() / keep.sum()
+            assert_shape(got, (), what)
+            assert_close_mod(got, expected, what, dtype)
+    positional = t.student.lm_loss(model, cases[1][1], 0)
+    assert_close_mod(positional, call_pure(t.student.lm_loss, model, cases[1][1], pad_id=0), "lm_loss(model, tokens, 0) "
+                     "(pad_id given by position)", F64)
+
+
+# ---- Q4: truncated BPTT -----------------------------------------------------------------------
+TBPTT_USES = ("batchify", "get_chunk", "detach_state", "clip_grad_norm", "train_lm")
+
+
+@check(4, 1, "batchify: rows are contiguous pieces, remainder dropped, int64 (batch of one, N % B == 0)",
+       uses=("batchify",), hint="L = N // B; stream[:B * L] viewed as (B, L): row b is stream[b*L:(b+1)*L].")
+def batchify_hidden(t):
+    for N, B in ((23, 4), (20, 5), (7, 1), (9, 9)):
+        stream = torch.from_numpy(t.rng.integers(0, 50, size=N))
+        what = f"batchify(stream ({N},), {B})"
+        got = call_pure(t.student.batchify, stream, B, what=what)
+        L = N // B
+        assert_dtype(got, "int64", what)
+        assert_equal(output(got, None, what).tolist(), stream[:B * L].view(B, L).tolist(), what)
+
+
+@check(4, 1, "get_chunk: inputs and targets one apart, a short last chunk, bptt longer than the data",
+       uses=("get_chunk",), hint="n = min(bptt, L - 1 - i): the targets data[:, i+1:i+1+n] must exist.")
+def get_chunk_hidden(t):
+    data = torch.from_numpy(t.rng.integers(0, 90, size=(3, 11)))
+    for i, bptt in ((0, 4), (4, 4), (8, 4), (0, 20), (9, 3), (2, 1)):
+        what = f"get_chunk(data (3, 11), {i}, {bptt})"
+        inputs, targets = parts(call_pure(t.student.get_chunk, data, i, bptt, what=what), 2, what)
+        n = min(bptt, 10 - i)
+        assert_equal(output(inputs, None, what).tolist(), data[:, i:i + n].tolist(), what + " inputs")
+        assert_equal(output(targets, None, what).tolist(), data[:, i + 1:i + 1 + n].tolist(), what + " targets")
+
+
+@check(4, 1, "detach_state: same values and types for a tensor, an (h, c) pair and None; no gradient through it",
+       uses=("detach_state",))
+def detach_state_hidden(t):
+    h, c = randn(t, 2, 5), randn(t, 2, 5)
+    got = call_pure(t.student.detach_state, h, what="detach_state(h (2, 5))")
+    assert_close(output(got, None, "detach_state(h)"), h, "detach_state(h (2, 5))", rtol=0, atol=0)
+    pair = call_pure(t.student.detach_state, (h, c), what="detach_state((h, c))")
+    if not isinstance(pair, tuple) or len(pair) != 2:
+        raise CheckFailed(f"detach_state((h, c)) should return a tuple (h, c) as the LSTM's state is, got "
+                          f"{type(pair).__name__}")
+    for g, e, name in zip(pair, (h, c), "hc"):
+        assert_close(output(g, None, "detach_state((h, c))"), e, f"detach_state((h, c)) {name}", rtol=0, atol=0)
+    if t.student.detach_state(None) is not None:
+        raise CheckFailed("detach_state(None) should return None (the state before the first chunk).")
+    try:  # fail-only: with the history cut, backward through the call has nothing to reach
+        got = t.student.detach_state.vjp([h], [0], torch.ones(2, 5, dtype=F64))
+    except StudentError:
+        got = None
+    grads = got.get("input_grads") if isinstance(got, dict) else None
+    if isinstance(grads, list) and grads and isinstance(grads[0], torch.Tensor) and bool(grads[0].abs().sum() > 0):
+        raise CheckFailed("detach_state(h): a gradient flows through the returned state into h; it must be cut "
+                          "(.detach()), so that no gradient crosses a chunk boundary.")
+
+
+def worker_parameters(t, grads: list):
+    """Tensors in the worker whose .grad is set (by backward of the grader's gradient), or None for no grad."""
+    handles = []
+    for g in grads:
+        if isinstance(g, tuple):  # ("no grad", shape)
+            handles.append(t.student.put(torch.zeros(g[1], dtype=F64).requires_grad_(True), "a parameter"))
+            continue
+        p = t.student.put(torch.zeros_like(g).requires_grad_(True), "a parameter")
+        p.backward(g)
+        handles.append(p)
+    return handles
+
+
+def clip_case(t, grads: list, max_norm: float, what: str):
+    params = worker_parameters(t, grads)
+    norm = t.student.clip_grad_norm(params, max_norm)
+    got = [None if isinstance(g, tuple) else p.grad.get() for p, g in zip(params, grads)]
+    expected_params = []
+    for g in grads:
+        if isinstance(g, tuple):
+            expected_params.append(torch.zeros(g[1], dtype=F64, requires_grad=True))
+        else:
+            p = torch.zeros_like(g, requires_grad=True)
+            p.grad = g.clone()
+            expected_params.append(p)
+    expected_norm = torch.nn.utils.clip_grad_norm_(expected_params, max_norm)
+    if isinstance(norm, bool) or not isinstance(norm, (float, int)) and not (isinstance(norm, torch.Tensor)
+                                                                            and norm.dim() == 0):
+        raise CheckFailed(f"{what} should return the norm before clipping as a float, got {type(norm).__name__}")
+    assert_close(float(norm), float(expected_norm), f"{what}: the returned norm (before clipping)", rtol=1e-9)
+    for i, (g, p) in enumerate(zip(got, expected_params)):
+        if p.grad is None:
+            continue
+        assert_close(output(g, None, what), p.grad, f"{what}: gradient {i} after clipping", rtol=1e-9, atol=1e-12)
+
+
+@check(4, 2, "clip_grad_norm against torch.nn.utils.clip_grad_norm_: global norm, in place, small ones unchanged",
+       uses=("clip_grad_norm",),
+       hint="one norm over all gradients together, sqrt(sum of squares of every entry); scale every gradient by "
+            "max_norm / (norm + 1e-6) only when norm > max_norm; skip parameters whose .grad is None.")
+def clip_hidden(t):
+    big = [randn(t, 3, 4, scale=2.0), randn(t, 5, scale=3.0), randn(t, 2, 2, 2)]
+    clip_case(t, big, 1.5, "clip_grad_norm(3 parameters with large gradients, 1.5)")
+    small = [randn(t, 4, 3, scale=0.01), randn(t, 6, scale=0.01)]
+    clip_case(t, small, 10.0, "clip_grad_norm(2 parameters with small gradients, 10.0)")
+    clip_case(t, [randn(t, 7, scale=4.0), ("no grad", (3,)), randn(t, 2, 3)], 0.5,
+              "clip_grad_norm(a parameter whose .grad is None among others, 0.5)")
+    clip_case(t, [randn(t, 1, scale=5.0)], 2.0, "clip_grad_norm(a single 1-element gradient, 2.0)")
+
+
+def tbptt_case(t, V, d, N, settings: dict, what: str, weights=None, student_weights=None):
+    """The student's train_lm on the given ToyRecurrentLM against the reference's, same weights and stream."""
+    weights = weights or toy_weights(t, V, d)
+    stream = torch.from_numpy(t.rng.integers(0, V, size=N))
+    model = make_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64)
+    losses = call_pure(t.student.train_lm, model, stream, what=what, **settings)
+    ref = toy_reference(t, V, d, weights)
+    expected_losses = t.ref.train_lm(ref, stream, **settings)
+    losses = as_array(losses, what + " losses")[0]
+    if losses.shape != (settings["steps"],):
+        raise CheckFailed(f"{what}: expected a list of {settings['steps']} losses (one per step), got shape {losses.shape}")
+    assert_close(losses, np.array(expected_losses), f"{what}: the loss of each step", rtol=1e-7, atol=1e-9)
+    state = model.state_dict()
+    if not isinstance(state, dict):
+        raise CheckFailed(f"{what}: model.state_dict() is not a dict after training")
+    for name, value in ref.state_dict().items():
+        if name not in state:
+            raise CheckFailed(f"{what}: the model lost its parameter `{name}`")
+        assert_close(output(state[name], None, what), value, f"{what}: `{name}` after training", rtol=1e-7, atol=1e-9)
+
+
+@check(4, 3, "train_lm exact steps on ToyRecurrentLM: one and two steps, the state carried and detached, "
+             "a short last chunk, wrap-around, clipping", uses=TBPTT_USES,
+       hint="per step: wrap around when i >= L - 1 (i = 0, state None), get_chunk, detach the carried state, forward, "
+            "mean cross-entropy, zero_grad, backward, clip_grad_norm(model.parameters(), clip), SGD step, i += bptt.")
+def train_lm_exact(t):
+    V, d = 7, 5
+    weights = toy_weights(t, V, d)
+    # a degenerate stream: one chunk per pass, so every step sees the same batch from a fresh state
+    tbptt_case(t, V, d, 16, dict(steps=2, lr=0.5, batch_size=3, bptt=4, clip=1e6),
+               "train_lm(ToyRecurrentLM(7, 5), stream (16,), steps=2, lr=0.5, batch_size=3, bptt=4, clip=1e6)", weights)
+    for steps in (1, 2, 4):
+        settings = dict(steps=steps, lr=0.3, batch_size=3, bptt=4, clip=0.05)
+        text = ", ".join(f"{k}={v}" for k, v in settings.items())
+        tbptt_case(t, V, d, 35, settings, f"train_lm(ToyRecurrentLM(7, 5), stream (35,), {text})", weights)
+
+
+@check(4, 1, "train_lm: two runs from the same weights give identical losses; batch of one, bptt 1",
+       uses=TBPTT_USES)
+def train_lm_repeatable(t):
+    V, d = 6, 3
+    weights = toy_weights(t, V, d)
+    tbptt_case(t, V, d, 9, dict(steps=5, lr=0.2, batch_size=1, bptt=1, clip=0.3),
+               "train_lm(ToyRecurrentLM(6, 3), stream (9,), steps=5, lr=0.2, batch_size=1, bptt=1, clip=0.3)", weights)
+    stream = torch.from_numpy(t.rng.integers(0, V, size=40))
+    runs = []
+    for _ in range(2):
+        model = make_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64)
+        runs.append(t.student.train_lm(model, stream, steps=6, lr=0.1, batch_size=2, bptt=5, clip=1.0))
+    assert_close(as_array(runs[1], "train_lm losses")[0], as_array(runs[0], "train_lm losses")[0],
+                 "train_lm twice from the same weights: the losses of the second run", rtol=0, atol=0)

@@ -1,0 +1,75 @@
+"""`rnn_lm`: the staff solution gets every point and the starter none; built-in recurrent modules are
+detected statically and cost exactly the checks of the names that use them."""
+import pytest
+import torch
+
+from autograder import assignments, build, runner
+from autograder.extract import Cell
+from autograder.forbidden import tainted_names
+
+RNN_LM = assignments.get("rnn_lm")
+
+
+@pytest.fixture(scope="module")
+def solution_notebook(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("solutions")
+    build.build(solutions_dir=folder, assignments=[RNN_LM])
+    return folder / "rnn_lm.ipynb"
+
+
+def test_staff_solution_passes_every_check_without_failures(solution_notebook):
+    report = runner.grade(solution_notebook, RNN_LM, device="cpu")
+    assert {r.name: r.output for r in report.results if not r.passed} == {}
+    assert report.score == report.max_score + sum(r.max_score for r in report.results if r.extra)
+    assert {r.question for r in report.results} == set(RNN_LM.questions)
+
+
+def test_untouched_starter_scores_zero_with_a_message_per_check():
+    report = runner.grade(RNN_LM.starter_path, RNN_LM, device="cpu")
+    assert report.score == 0
+    assert len(report.results) == len(RNN_LM.checks())
+    assert all("not implemented yet" in r.output for r in report.results), \
+        {r.name: r.output for r in report.results if "not implemented yet" not in r.output}
+
+
+def test_every_question_has_public_and_hidden_checks():
+    checks = [fn.lmgrade_check for fn in RNN_LM.checks()]
+    assert {c.question for c in checks if c.public} == set(RNN_LM.questions)
+    assert {c.question for c in checks if not c.public} == set(RNN_LM.questions)
+    assert all(c.uses for c in checks), "every check names the student code it grades"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_staff_solution_passes_on_cuda(solution_notebook):
+    report = runner.grade(solution_notebook, RNN_LM, device="cuda")
+    assert {r.name: r.output for r in report.results if not r.passed} == {}
+
+
+def cells(*sources):
+    return [Cell(index=i, number=i + 1, source=s) for i, s in enumerate(sources)]
+
+
+def test_builtin_recurrent_modules_are_found_through_helpers_and_spellings():
+    found = tainted_names(cells(
+        "from torch import nn\nclass RNNLayer(nn.Module):\n    def __init__(self, d, H):\n"
+        "        super().__init__()\n        self.inner = nn.RNN(d, H, batch_first=True)",
+        "import torch\ndef step(x, h, w):\n    return torch._VF.rnn_tanh_cell(x, h, *w)",
+        "def uses_step(x):\n    return step(x, x, ())",
+        "import torch\ndef sneaky(x):\n    return getattr(torch, 'lstm_cell')(x)",
+        "from torch.nn import LSTMCell as Cell",
+        "class LSTMCell:\n    def forward(self, x):\n        return x"), RNN_LM.forbidden)
+    assert set(found) == {"RNNLayer", "step", "uses_step", "sneaky", "Cell"}
+
+
+def test_a_forbidden_use_withholds_only_the_checks_that_grade_it(tmp_path):
+    from tests.helpers import edited_solution
+    text = edited_solution("rnn_lm", [(
+        "        return torch.tanh(x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T + self.bias_hh)",
+        "        return torch.rnn_tanh_cell(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)")])
+    path = tmp_path / "submission.py"
+    path.write_text(text)
+    report = runner.grade(path, RNN_LM, device="cpu", questions={"1"})
+    failed = {r.name: r.output for r in report.results if not r.passed}
+    assert set(failed) == {"public_rnn", "rnn_cell_hidden", "rnn_layer_hidden", "rnn_gradients"}
+    assert all("asks you to write yourself" in out for out in failed.values())
