@@ -44,7 +44,7 @@ class InProcessChannel:
 def _roundtrip(message, arrays, bounded: bool = True):
     """Same bytes as over a pipe, so in-process answers have exactly the types remote ones have."""
     data = wire.pack(message, arrays)
-    n_json, n_npz = wire.header_lengths(data[:wire.HEADER_SIZE])
+    n_json, n_npz = wire.header_lengths(data[:wire.HEADER_SIZE], bounded=bounded)
     body = data[wire.HEADER_SIZE:wire.HEADER_SIZE + n_json]
     return wire.unpack(body, data[wire.HEADER_SIZE + n_json:], bounded=bounded)
 

@@ -22,7 +22,7 @@ MAX_MESSAGE_BYTES = 1 << 30  # 1 GiB: larger messages are treated as a broken wo
 # `pack`, so their decoded size never exceeds the bytes received; JSON is bounded by bytes (which
 # also bounds string characters) and by a count of values made before parsing.
 MAX_REPLY_JSON_BYTES = 64 << 20
-MAX_REPLY_JSON_VALUES = 4_000_000  # values (numbers, strings, lists, dicts) in one reply's JSON
+MAX_REPLY_JSON_VALUES = 1_500_000  # values in one reply's JSON (the staff ngram's largest reply: 230,000)
 MAX_REPLY_ARRAY_ELEMENTS = 1 << 26  # elements over all arrays of one reply
 MAX_REPLY_ARRAY_BYTES = 512 << 20
 _HEADER = struct.Struct(">QQ")  # (json bytes, npz bytes)
@@ -197,10 +197,16 @@ def pack(message: dict, arrays: list) -> bytes:
     return _HEADER.pack(len(body), len(blob)) + body + blob
 
 
-def header_lengths(header: bytes) -> tuple[int, int]:
+def header_lengths(header: bytes, *, bounded: bool = True) -> tuple[int, int]:
+    """(json bytes, npz bytes) of the message that follows; `bounded` (a reply): refused before reading."""
     n_json, n_npz = _HEADER.unpack(header)
     if n_json + n_npz > MAX_MESSAGE_BYTES:
         raise WireError("message too large")
+    if bounded and n_json > MAX_REPLY_JSON_BYTES:
+        raise WireError(f"{TOO_LARGE}: {n_json:,} bytes of JSON (at most {MAX_REPLY_JSON_BYTES:,}); "
+                        "return smaller results (arrays rather than long lists, summaries rather than everything)")
+    if bounded and n_npz > MAX_REPLY_ARRAY_BYTES + (1 << 20):
+        raise WireError(f"{TOO_LARGE}: {n_npz:,} bytes of arrays (at most {MAX_REPLY_ARRAY_BYTES:,})")
     return n_json, n_npz
 
 
@@ -261,7 +267,8 @@ def _check_array_sizes(npz, infos, blob_bytes: int) -> None:
     """Arrays decode to at most the bytes received (pack never compresses) and to a bounded count."""
     declared = sum(info.file_size for info in infos)
     if declared > blob_bytes or any(info.compress_type != 0 for info in infos):
-        raise WireError("malformed arrays: compressed members (the grader's format stores them as they are)")
+        raise WireError(f"{TOO_LARGE}: its arrays declare {declared:,} bytes in {blob_bytes:,} "
+                        "(compressed members are not the grader's format)")
     if declared > MAX_REPLY_ARRAY_BYTES:
         raise WireError(f"{TOO_LARGE}: {declared:,} bytes of arrays (at most {MAX_REPLY_ARRAY_BYTES:,})")
     elements = 0

@@ -1,0 +1,428 @@
+"""The engine believes nothing the worker says: attacks on its own code in the worker gain nothing.
+
+A graded cell can replace anything in the student's process, the engine's worker code included
+(`Worker.op_vjp`, `Worker.op_meta`, `wire.encode`, `Worker.send`) and can return tensors that
+lie about their device and dtype. Each attack here runs in a real `Sandbox`; the grader's
+primitives must decide exactly as they would for the same code without the attack (the attack
+gains nothing). Also here: replies that would balloon the grader's memory, reference results that
+a worker able to write the cache cannot change, and feedback that blames the function that is wrong.
+"""
+import json
+import textwrap
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from autograder import checks, runner, wire
+from autograder.assignments import Assignment
+from autograder.compare import assert_close
+from autograder.errors import CheckFailed
+from autograder.remote import Student, StudentCrash
+from autograder.sandbox import Limits, Sandbox
+from autograder.torch_checks import assert_device_agnostic, assert_on_device, assert_param_grads, gradcheck
+
+LIMITS = Limits(call_timeout=20, load_timeout=20)
+
+CODE = '''
+import torch
+
+def cube(x):
+    return x ** 3
+
+def cube2(x):
+    return x ** 3
+
+def cut_cube(x):  # forward right, graph cut: autograd sees only the `0 * x` term
+    return x.detach() ** 3 + 0 * x
+
+def fixed_device(x):  # works on the CPU, breaks on a GPU
+    return x + torch.zeros(x.shape)
+
+def float32_out(x):  # hard-coded dtype
+    return torch.zeros(x.shape) + x.float()
+
+def half_softmax(x):  # computed in float16
+    return torch.softmax(x.half(), -1)
+
+def almost(x):  # wrong by 2e-4 relative: inside float16's tolerance, far outside float64's
+    return x * 1.0002
+
+class Scale(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.linspace(0.5, 1.5, n))
+
+    def forward(self, x):
+        return torch.tanh(x * self.w)
+
+class CutScale(Scale):  # the parameter's gradient is cut
+    def forward(self, x):
+        return torch.tanh(x * self.w.detach()) + 0 * self.w
+'''
+
+# Replaces the worker's vjp: gradients fabricated to agree with finite differences along the
+# direction of the last forward calls it saw (enough to fool a check that perturbs first and asks
+# for the vjp after), and a vjp "output" that is not the forward's.
+FAKE_VJP = '''
+import sys
+import torch
+_W = sys.modules["autograder.worker"].Worker
+_real_call, _real_vjp = _W.op_call, _W.op_vjp
+_seen = []
+
+def _spy_call(self, msg, arrays):
+    args = self.decode(msg.get("args", []), arrays)
+    if args and isinstance(args[0], torch.Tensor):
+        _seen.append(args[0].detach().clone())
+    return _real_call(self, msg, arrays)
+
+def _fake_vjp(self, msg, arrays):
+    if msg["target"].get("name") == "cube2":  # right gradients, an output that is not the forward's
+        got = _real_vjp(self, msg, arrays)
+        got["output"] = got["output"] + 1.0
+        return got
+    fn = self.target(msg["target"])
+    args = list(self.decode(msg["args"], arrays))
+    u = self.decode(msg["cotangent"], arrays)
+    grads = []
+    for i in msg.get("wrt", []):
+        x = args[i].detach()
+        others = [s for s in _seen if s.shape == x.shape and not torch.equal(s, x)]
+        if others:
+            v = others[-1] - x
+            eps = 1e-6
+            plus = list(args); plus[i] = x + eps * v / v.norm()
+            minus = list(args); minus[i] = x - eps * v / v.norm()
+            slope = float(((fn(*plus) - fn(*minus)) * u).sum()) / (2 * eps)
+            grads.append(slope * v / v.norm())
+        else:
+            grads.append(u.clone())  # "the Jacobian is the identity"
+    params = {n: torch.ones_like(p) for n, p in fn.named_parameters()} if isinstance(fn, torch.nn.Module) else {}
+    out = fn(*args)
+    return {"output": out, "input_grads": grads, "param_grads": params}
+
+_W.op_call, _W.op_vjp = _spy_call, _fake_vjp
+'''
+
+FAKE_META = '''
+import sys
+_W = sys.modules["autograder.worker"].Worker
+
+def _fake_meta(self, msg, arrays):  # "every output on meta, in the dtype asked for, nothing foreign"
+    return {"outputs": [{"device": "meta", "dtype": msg.get("dtype", "float32"), "shape": [2, 3]}], "foreign": None}
+
+_W.op_meta = _fake_meta
+'''
+
+# The encoder sends float16 results as float64 (to look precise) and everything else as float16
+# (to claim float16's loose tolerance).
+FAKE_ENCODE = '''
+import sys
+import torch
+_wire = sys.modules["autograder.wire"]
+_real_encode = _wire.encode
+
+def _fake_encode(value, arrays, *, make_handle=None, depth=0):
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        value = value.detach().double() if value.dtype == torch.float16 else value.detach().half()
+    return _real_encode(value, arrays, make_handle=make_handle, depth=depth)
+
+_wire.encode = _fake_encode
+'''
+
+LIAR = '''
+import torch
+
+class Liar(torch.Tensor):  # says float64 on the grading device, holds float32
+    @property
+    def dtype(self):
+        return torch.float64
+
+    @property
+    def device(self):
+        return torch.device("cpu")
+
+def lying_almost(x):
+    return (x * 1.0002).half().as_subclass(Liar)
+
+def lying_cube(x):
+    return (x.float() ** 3).as_subclass(Liar)
+'''
+
+
+def student_box(*sources: str) -> Sandbox:
+    cells = [{"index": i, "number": i + 1, "source": textwrap.dedent(s)} for i, s in enumerate((CODE,) + sources)]
+    return Sandbox(cells, import_torch=True, limits=LIMITS)
+
+
+def x64(*shape, seed=0):
+    return torch.from_numpy(np.random.default_rng(seed).standard_normal(shape))
+
+
+def outcome(fn) -> str:
+    """'pass' or the start of the failure: what a check would conclude."""
+    try:
+        fn()
+    except CheckFailed as exc:
+        return f"fail: {str(exc)[:60]}"
+    return "pass"
+
+
+def gradient_outcomes(student) -> dict:
+    ref = Scale(4).double()
+    return {
+        "cube": outcome(lambda: gradcheck(student.cube, [x64(3, 4)], [0], "cube")),
+        "cut_cube": outcome(lambda: gradcheck(student.cut_cube, [x64(3, 4)], [0], "cut_cube")),
+        "Scale": outcome(lambda: assert_param_grads(_module(student.Scale), ref, [x64(2, 4)], "Scale",
+                                                     rng=np.random.default_rng(0))),
+        "CutScale": outcome(lambda: assert_param_grads(_module(student.CutScale), ref, [x64(2, 4)], "CutScale",
+                                                        rng=np.random.default_rng(0))),
+    }
+
+
+class Scale(torch.nn.Module):  # the trusted reference of the student's Scale
+    def __init__(self, n):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.linspace(0.5, 1.5, n))
+
+    def forward(self, x):
+        return torch.tanh(x * self.w)
+
+
+def _module(cls):
+    module = cls(4)
+    module.double()
+    return module
+
+
+@pytest.fixture(scope="module")
+def honest_box():
+    with student_box(LIAR) as box:
+        yield box
+
+
+@pytest.fixture(scope="module")
+def honest(honest_box):
+    """What the grader concludes about the same code without any attack."""
+    student = Student(honest_box, timeout=20)
+    return {"gradients": gradient_outcomes(student),
+            "meta": outcome(lambda: assert_device_agnostic(student.fixed_device, [x64(2, 3)], "fixed_device")),
+            "dtype": outcome(lambda: assert_device_agnostic(student.float32_out, [x64(2, 3)], "float32_out"))}
+
+
+def test_honest_code_is_judged_as_expected(honest):
+    assert honest["gradients"]["cube"] == "pass" and honest["gradients"]["Scale"] == "pass"
+    assert honest["gradients"]["cut_cube"].startswith("fail")
+    assert honest["gradients"]["CutScale"].startswith("fail")
+    assert honest["meta"].startswith("fail") and honest["dtype"].startswith("fail")
+
+
+def test_a_replaced_op_vjp_gains_nothing(honest):
+    with student_box(FAKE_VJP) as box:
+        student = Student(box, timeout=20)
+        got = gradient_outcomes(student)
+        with pytest.raises(CheckFailed, match="plain call"):
+            gradcheck(student.cube2, [x64(3, 4)], [0], "cube2")
+    assert all(v.startswith("fail") for v in got.values()), got  # fabricated gradients never pass
+    gains = [k for k, v in got.items() if v == "pass" and honest["gradients"][k] != "pass"]
+    assert gains == []
+
+
+def test_a_replaced_op_meta_earns_only_a_note(honest):
+    with student_box(FAKE_META) as box:
+        student = Student(box, timeout=20)
+        note = assert_device_agnostic(student.fixed_device, [x64(2, 3)], "fixed_device")
+        # what only the worker can see is a note, never a basis for points
+        assert "not verified, not scored" in note
+        # a hard-coded dtype is seen by the grader itself in the real call's output: still fails
+        assert outcome(lambda: assert_device_agnostic(student.float32_out, [x64(2, 3)], "float32_out")) == honest["dtype"]
+        assert "not scored" in assert_device_agnostic(student.cube, [x64(2, 3)], "cube")  # honest code: a note too
+
+
+def test_a_replaced_encoder_or_a_lying_tensor_loosens_no_tolerance(honest_box):
+    x = x64(4, 6)
+    student = Student(honest_box, timeout=20)
+    for name, expected in (("half_softmax", torch.softmax(x, -1)), ("almost", x)):  # without the attack
+        with pytest.raises(CheckFailed, match="differ"):
+            assert_close(getattr(student, name)(x), expected, name)
+    lying = student.lying_almost(x)
+    assert lying.dtype == torch.float16  # the dtype is the data's, not the tensor's claim
+    with pytest.raises(CheckFailed, match="rtol=1e-07"):
+        assert_close(lying, x, "lying_almost")
+    with pytest.raises(CheckFailed, match="float32"):  # the grader sees float32 data, whatever was claimed
+        gradcheck(student.lying_cube, [x], [0], "lying_cube")
+    with student_box(FAKE_ENCODE) as box:
+        student = Student(box, timeout=20)
+        upcast = student.half_softmax(x)
+        assert upcast.dtype == torch.float64  # the encoder's upcast worked on the wire ...
+        with pytest.raises(CheckFailed, match="differ"):  # ... and bought nothing: float16 values fail float64
+            assert_close(upcast, torch.softmax(x, -1), "half_softmax")
+        downcast = student.almost(x)
+        assert downcast.dtype == torch.float16  # sent as float16 ...
+        with pytest.raises(CheckFailed, match="rtol=1e-07"):  # ... judged at the expected float64's tolerance
+            assert_close(downcast, x, "almost")
+
+
+def test_a_device_claim_only_fails_or_notes():
+    t = torch.zeros(2)
+    t.lmgrade_device = "cuda:0"
+    with pytest.raises(CheckFailed, match="came back on cuda"):
+        assert_on_device(t, "cpu", "f")  # self-incriminating: believed
+    t.lmgrade_device = "cpu"
+    assert "not verified" in assert_on_device(t, "cpu", "f")
+
+
+# ---- replies that balloon ------------------------------------------------------------------
+HUGE_REPLY = '''
+import os, struct, sys
+_W = sys.modules["autograder.worker"].Worker
+_real_send = _W.send
+
+def _send(self, message, arrays):
+    if message.get("value") == "HUGE":  # 15 MB of "[],": 5 million lists in json.loads
+        body = b'{"event": "done", "output": "", "value": [' + b"[]," * 5_000_000 + b"[]]}"
+    elif message.get("value") == "BOMB":  # a deflated npz member declaring 100 MB of zeros
+        import io, zipfile, numpy as np
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            with z.open("arr_0.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array_header_1_0(f, {"descr": "<f8", "fortran_order": False, "shape": (12_500_000,)})
+                for _ in range(10):
+                    f.write(bytes(10_000_000))
+        blob = buf.getvalue()
+        body = b'{"event": "done", "output": "", "value": {"__array__": 0, "scalar": false}}'
+        data = struct.pack(">QQ", len(body), len(blob)) + body + blob
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.wfd, view):]
+        return
+    else:
+        return _real_send(self, message, arrays)
+    data = struct.pack(">QQ", len(body), 0) + body
+    view = memoryview(data)
+    while view:
+        view = view[os.write(self.wfd, view):]
+
+_W.send = _send
+
+def huge():
+    return "HUGE"
+
+def small():
+    return 8.0
+
+def bomb():
+    return "BOMB"
+'''
+
+
+def test_a_ballooning_reply_is_refused_before_it_is_built():
+    with Sandbox([{"index": 0, "number": 1, "source": HUGE_REPLY}], limits=LIMITS) as box:
+        student = Student(box, timeout=20)
+        for name in ("huge", "bomb"):
+            tracemalloc.start()
+            try:
+                with pytest.raises(StudentCrash) as info:
+                    getattr(student, name)()
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+            assert "the reply was too large" in str(info.value)
+            # the bytes read (15 MB, or 0.1 MB compressed), never the 100-300 MB they would become
+            assert peak < 50 << 20, f"{name}: peak {peak >> 20} MiB"
+        assert student.small() == 8.0  # the restarted worker answers
+
+
+def test_array_element_bound(monkeypatch):
+    monkeypatch.setattr(wire, "MAX_REPLY_ARRAY_ELEMENTS", 1000)
+    arrays = [np.zeros(600), np.zeros(600)]
+    data = wire.pack({"value": 1}, arrays)
+    n_json, _ = wire.header_lengths(data[:wire.HEADER_SIZE])
+    body, blob = data[wire.HEADER_SIZE:wire.HEADER_SIZE + n_json], data[wire.HEADER_SIZE + n_json:]
+    with pytest.raises(wire.WireError, match="too large"):
+        wire.unpack(body, blob)
+    assert len(wire.unpack(body, blob, bounded=False)[1]) == 2  # the worker reading the grader's requests
+
+
+# ---- a toy assignment: cached thresholds and blame ---------------------------------------------
+TOY_CHECKS = '''
+from autograder.checks import check
+from autograder.errors import CheckFailed
+
+
+@check(1, 1, "double(3) is 6", uses=("double",))
+def doubles(t):
+    if t.student.double(3) != 6:
+        raise CheckFailed("double(3) should be 6")
+
+
+@check(2, 1, "score() stays under the reference's limit", uses=("score",), needs=("double",))
+def under_limit(t):
+    limit = t.cached("limit", lambda: t.ref.limit())
+    got = t.student.score()
+    if not got <= limit:
+        raise CheckFailed(f"score() = {got} is above the limit {limit}")
+'''
+
+FORGER = '''
+import glob, json, os
+
+def double(x):
+    return 2 * x
+
+def score():
+    for path in glob.glob(os.path.join({folder!r}, "*.json")):  # the grader's cache, writable here
+        with open(path, "w") as f:
+            json.dump(1e9, f)
+    return 50.0
+'''
+
+
+def toy_assignment(root: Path) -> Assignment:
+    folder = root / "assignments" / "toy"
+    folder.mkdir(parents=True)
+    (folder / "meta.toml").write_text('title = "toy"\n[questions]\n1 = "double"\n2 = "score"\n')
+    (folder / "public_checks.py").write_text("")
+    (folder / "hidden_checks.py").write_text(TOY_CHECKS)
+    (root / "solutions").mkdir()
+    (root / "solutions" / "toy.py").write_text("def double(x):\n    return 2 * x\n\n\ndef limit():\n    return 10.0\n")
+    return Assignment("toy", root)
+
+
+def test_a_worker_writing_the_cache_changes_no_threshold(tmp_path, monkeypatch):
+    monkeypatch.setattr(checks, "_REFERENCE_RESULTS", {})  # a fresh grader process
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LMGRADE_CACHE", str(cache))
+    toy = toy_assignment(tmp_path / "root")
+    unconfined = Limits(call_timeout=10, load_timeout=10, confine=False)  # the worker can write the cache
+    honest = tmp_path / "honest.py"
+    honest.write_text("def double(x):\n    return x + x\n\n\ndef score():\n    return 5.0\n")
+    forger = tmp_path / "forger.py"
+    forger.write_text(FORGER.format(folder=str(cache / "reference")))
+    assert runner.grade(honest, toy, limits=unconfined).score == 2.0  # computes the limit, writes the file
+    (written,) = (cache / "reference").glob("*.json")
+    assert json.loads(written.read_text()) == 10.0
+    report = runner.grade(forger, toy, limits=unconfined)
+    assert json.loads(written.read_text()) == 1e9  # the forger did write the cache ...
+    assert report.score == 1.0 and "above the limit 10.0" in report.results[1].output  # ... and gained nothing
+    assert runner.grade(honest, toy, limits=unconfined).score == 2.0  # nor did the next student lose
+
+
+def test_a_check_that_needs_a_failing_function_blames_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(checks, "_REFERENCE_RESULTS", {})
+    monkeypatch.setenv("LMGRADE_CACHE", str(tmp_path / "cache"))
+    toy = toy_assignment(tmp_path / "root")
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("def double(x):\n    return x * x\n\n\ndef score():\n    return 50.0\n")
+    report = runner.grade(wrong, toy, limits=LIMITS)
+    assert [r.passed for r in report.results] == [False, False]
+    assert "`double` (Q1) fails its own checks; fix it first." in report.results[1].output
+    assert "fix it first" not in report.results[0].output
+    right = tmp_path / "right.py"
+    right.write_text("def double(x):\n    return x * 2\n\n\ndef score():\n    return 50.0\n")
+    report = runner.grade(right, toy, limits=LIMITS)
+    assert [r.passed for r in report.results] == [True, False]
+    assert "fix it first" not in report.results[1].output  # Q2 is wrong on its own
