@@ -269,13 +269,14 @@ def unique_names(names: list[str], unsafe: str = r"[^A-Za-z0-9._@+ ()-]+") -> di
         return f"{safe(name)}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
     distinct = sorted(set(names))
-    folded: dict[str, int] = {}
+    folded: dict[str, int] = {}  # names kept as they are, by case-folded form
     for name in distinct:
-        folded[safe(name).casefold()] = folded.get(safe(name).casefold(), 0) + 1
+        if safe(name) == name:
+            folded[name.casefold()] = folded.get(name.casefold(), 0) + 1
     chosen: dict[str, str] = {}
     used: set[str] = set()
     for name in distinct:
-        plain = safe(name) == name and folded[safe(name).casefold()] == 1
+        plain = safe(name) == name and folded[name.casefold()] == 1
         candidate = base = name if plain else hashed(name)
         n = 2
         while candidate.casefold() in used:  # a hashed name that equals someone's plain name: never in practice

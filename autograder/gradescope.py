@@ -29,7 +29,7 @@ import traceback
 import zipfile
 from pathlib import Path
 
-from autograder import assignments, build, bundle, results, runner
+from autograder import assignments, build, bundle, extract, results, runner
 from autograder.data import shakespeare
 
 DEFAULT_ROOT = Path("/autograder")
@@ -160,10 +160,9 @@ def _names(names: list[str]) -> str:
 def _for_assignment(path: Path, assignment_id: str) -> bool:
     if path.suffix.lower() == ".ipynb":
         try:
-            meta = json.loads(path.read_text(errors="replace")).get("metadata", {}).get("lmgrade", {})
-            if isinstance(meta, dict) and meta.get("assignment") == assignment_id:
+            if extract.notebook_assignment(extract.read_notebook(path)) == assignment_id:
                 return True
-        except (OSError, ValueError, AttributeError):
+        except extract.NotebookError:
             pass
     return assignment_id in path.stem.lower()
 
@@ -304,26 +303,17 @@ def grade_submission(root: Path) -> dict:
         path = find_submission(root / "submission", assignment.id)
     except SubmissionProblem as exc:
         return results.failure_json(str(exc))
-    print(f"grading {path} for {assignment.id}" + (f" (student code runs as {user.pw_name})" if user else ""))
-    report = runner.grade(path, assignment, device="cpu")
-    report.notes.insert(0, f"Graded {path.relative_to(root / 'submission').as_posix()}.")
-    other = _notebook_assignment(path)
-    if other and other != assignment.id:
-        report.notes.insert(1, f"This notebook was made for the `{other}` assignment, but this is `{assignment.id}`.")
-    print(results.format_table(report, assignment.questions))
-    doc = results.gradescope_json(report)
+    shown = path.relative_to(root / "submission").as_posix()
+    print(results.clean(f"grading {path} for {assignment.id}" + (f" (student code runs as {user.pw_name})" if user else "")))
+    problem = extract.read_submission(path).problem(assignment.id)  # bounded parse, nothing runs
+    if problem is not None:  # one clear message, not the same failure under every check
+        return results.problem_json(f"Nothing could be graded in {shown} ({problem[0]}): {problem[1]}")
+    report = results.sanitize(runner.grade(path, assignment, device="cpu"))
+    report.notes.insert(0, results.clean(f"Graded {shown}."))
+    doc = results.gradescope_json(report)  # made before anything is printed
     doc["execution_time"] = round(time.monotonic() - started, 3)
+    print(results.format_table(report, assignment.questions))
     return doc
-
-
-def _notebook_assignment(path: Path) -> str | None:
-    if path.suffix.lower() != ".ipynb":
-        return None
-    try:
-        meta = json.loads(path.read_text(errors="replace")).get("metadata", {}).get("lmgrade", {})
-        return meta.get("assignment") if isinstance(meta, dict) else None
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def run(root: Path) -> int:
@@ -449,6 +439,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("validate", help="exit 1 unless the file is a valid Gradescope results.json")
     p.add_argument("path", type=Path)
     args = parser.parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # a student's odd character never stops the log
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError):
+            pass
     if args.command == "validate":
         problems = validate_file(args.path)
         print("\n".join(problems) or "valid")
