@@ -1,0 +1,57 @@
+"""`transformer`: the staff solution gets every point and the starter none; every question has
+public and hidden checks; built-in Transformer pieces cost exactly the checks that grade them."""
+import pytest
+import torch
+
+from autograder import assignments, build, runner
+
+TRANSFORMER = assignments.get("transformer")
+
+
+@pytest.fixture(scope="module")
+def solution_notebook(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("solutions")
+    build.build(solutions_dir=folder, assignments=[TRANSFORMER])
+    return folder / "transformer.ipynb"
+
+
+def test_staff_solution_passes_every_check(solution_notebook):
+    report = runner.grade(solution_notebook, TRANSFORMER, device="cpu")
+    assert {r.name: r.output for r in report.results if not r.passed} == {}
+    assert report.score == report.max_score
+    assert {r.question for r in report.results} == set(TRANSFORMER.questions)
+
+
+def test_untouched_starter_scores_zero_with_a_message_per_check():
+    report = runner.grade(TRANSFORMER.starter_path, TRANSFORMER, device="cpu")
+    assert report.score == 0
+    assert len(report.results) == len(TRANSFORMER.checks())
+    assert all("not implemented yet" in r.output for r in report.results), \
+        [(r.name, r.output[:200]) for r in report.results if "not implemented yet" not in r.output]
+
+
+def test_every_question_has_public_and_hidden_checks_that_name_their_code():
+    checks = [fn.lmgrade_check for fn in TRANSFORMER.checks()]
+    assert {c.question for c in checks if c.public} == set(TRANSFORMER.questions)
+    assert {c.question for c in checks if not c.public} == set(TRANSFORMER.questions)
+    assert all(c.uses for c in checks), "every check names the student code it grades"
+
+
+def test_builtin_layer_norm_in_the_block_costs_the_block_checks_not_q1(tmp_path):
+    from tests.helpers import solution_text
+    text = solution_text("transformer").replace(
+        "        self.norm1 = LayerNorm(d_model, bias=bias)\n        self.attn",
+        "        self.norm1 = nn.LayerNorm(d_model, bias=bias)\n        self.attn")
+    path = tmp_path / "submission.py"
+    path.write_text(text)
+    report = runner.grade(path, TRANSFORMER, device="cpu", questions={"1", "3"})
+    failed = {r.name: r.output for r in report.results if not r.passed}
+    assert set(failed) == {"public_block", "block_builtin", "block_causal", "block_gradients"}
+    assert all("asks you to write yourself" in out for out in failed.values())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_staff_solution_passes_on_cuda(solution_notebook):
+    report = runner.grade(solution_notebook, TRANSFORMER, device="cuda")
+    assert {r.name: r.output for r in report.results if not r.passed} == {}
