@@ -9,6 +9,7 @@ import argparse
 import importlib.metadata
 import json
 import re
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -280,6 +281,10 @@ def _grade(args) -> int:
     return 0
 
 
+def _interrupt(*_) -> None:
+    raise KeyboardInterrupt
+
+
 def _max_score(assignment) -> float:
     return sum(fn.lmgrade_check.points for fn in assignment.checks() if not fn.lmgrade_check.extra)
 
@@ -296,6 +301,7 @@ def _grade_batch(args, assignment, device: str) -> int:
     if missing:
         raise ValueError(f"no such submission file or folder: {', '.join(missing)}")
     _require_confinement(args)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill`, `timeout`, a scheduler: stop as cleanly as Ctrl-C
     result = batch.run(args.submissions, assignment, args.out, jobs=args.jobs, device=device,
                        questions=args.question, force=args.force)
     print(result.summary)

@@ -50,6 +50,14 @@ def json_depth(text: str) -> int:
 def parse_notebook(text: str | bytes) -> dict:
     """The notebook's JSON document, or NotebookError with one clear message: the only place a
     notebook is parsed (grader, batch, Gradescope), with its nesting bounded first."""
+    nb = parse_json(text)
+    if type(nb) is not dict or type(nb.get("cells")) is not list:
+        raise NotebookError("the file is JSON but not a Jupyter notebook (no list of cells).")
+    return nb
+
+
+def parse_json(text: str | bytes):
+    """Any JSON document from a submission, nesting bounded (see `parse_notebook`)."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
     if not text.strip():
@@ -66,8 +74,6 @@ def parse_notebook(text: str | bytes) -> dict:
     except (RecursionError, MemoryError, ValueError) as exc:
         raise NotebookError(f"the notebook could not be read ({type(exc).__name__}). Open it in Jupyter and save "
                             "it again, or submit the last good version.") from None
-    if type(nb) is not dict or type(nb.get("cells")) is not list:
-        raise NotebookError("the file is JSON but not a Jupyter notebook (no list of cells).")
     return nb
 
 

@@ -25,12 +25,31 @@ from autograder.checks import check
 from autograder.compare import assert_equal
 
 
-@check(1, 2, "tokenize on a few tricky lines")
+@check(1, 2, "tokenize on a few tricky lines", uses=("tokenize",))
 def tokenize_tricky(t):
     for line in ["O'er the hills--and far away!", "Don't, won't... can't?", "In 1599, 2s. 2d. paid"]:
         assert_equal(t.student.tokenize(line), t.ref.tokenize(line), f"tokenize({line!r})")
 '''
-FULL = 9  # seven public checks of 1 point, one hidden of 2
+
+
+
+def points(assignment, question=None, *, uses=None, extra=True) -> str:
+    """Points of the assignment's checks (of one question, grading one function), as grades.csv shows them.
+
+    Why computed: the tiny copy takes `ngram`'s public checks as they are, so their number and
+    points follow that assignment's own changes.
+    """
+    total = sum(spec.points for spec in batch.check_specs(assignment)
+                if (question is None or spec.question == question) and (uses is None or uses in spec.uses)
+                and (extra or not spec.extra))
+    return f"{total:g}"
+
+
+def lost(assignment, name: str) -> str:
+    """The total of a submission whose `name` fails every check that grades it, all else correct."""
+    return f"{float(points(assignment)) - float(points(assignment, uses=name)):g}"
+
+
 WRONG_TOKENIZE = "\n\ndef tokenize(line):\n    return line.split()\n"  # later definition wins
 FAST = Limits(call_timeout=3, load_timeout=5)
 
@@ -167,10 +186,17 @@ def test_batch_grades_resumes_and_regrades(tmp_path, tiny):
     first = batch.run([subs], tiny, out, jobs=2, limits=FAST, progress=False)
     assert (first.graded, first.skipped, first.errors) == (4, 0, [])
     grades = read_grades(out)
-    assert {sid: row["total"] for sid, row in grades.items()} == {"alice": "9", "bob": "0", "carol": "6", "dave": "0"}
-    assert grades["carol"]["Q1"] == "1" and grades["carol"]["Q2"] == "1" and grades["alice"]["max"] == "9"
+    assert {sid: row["total"] for sid, row in grades.items()} == {"alice": points(tiny), "bob": "0",
+                                                                   "carol": lost(tiny, "tokenize"), "dave": "0"}
+    q1_left = f"{float(points(tiny, '1')) - float(points(tiny, '1', uses='tokenize')):g}"
+    assert grades["carol"]["Q1"] == q1_left and grades["carol"]["Q2"] == points(tiny, "2")
+    assert grades["alice"]["max"] == points(tiny, extra=False)
     assert grades["dave"]["status"] == "no file" and grades["alice"]["status"] == "graded"
-    assert list(grades["alice"]) == ["student_id", "submission", "Q1", "Q2", "Q3", "Q4", "Q5", "Q6", "total", "max", "status"]
+    specs = batch.check_specs(tiny)
+    questions = [f"Q{q}" + (" (extra)" if any(s.extra for s in specs if s.question == q) else "")
+                 for q in sorted({s.question for s in specs}, key=int)]
+    assert list(grades["alice"]) == ["student_id", "submission", *questions, "total", "max", "status"]
+    assert questions[:6] == ["Q1", "Q2", "Q3", "Q4", "Q5", "Q6"]
     feedback = (out / "feedback" / "carol.txt").read_text()
     assert "feedback for carol" in feedback and "tokenize" in feedback and "Passed checks:" in feedback
     assert "No notebook (.ipynb) or .py file" in (out / "feedback" / "dave.txt").read_text()
@@ -188,7 +214,7 @@ def test_batch_grades_resumes_and_regrades(tmp_path, tiny):
 
     (subs / "carol.py").write_text(solution())  # carol resubmits: only she is graded again
     third = batch.run([subs], tiny, out, jobs=1, limits=FAST, progress=False)
-    assert (third.graded, third.skipped) == (1, 3) and read_grades(out)["carol"]["total"] == "9"
+    assert (third.graded, third.skipped) == (1, 3) and read_grades(out)["carol"]["total"] == points(tiny)
 
     forced = batch.run([subs], tiny, out, jobs=2, limits=FAST, force=True, progress=False)
     assert (forced.graded, forced.skipped) == (4, 0)
@@ -201,12 +227,14 @@ def test_batch_grades_resumes_and_regrades(tmp_path, tiny):
         (subs / "carol.py").write_text(solution() + WRONG_TOKENIZE)
         regraded = batch.run([subs], tiny, out, jobs=2, limits=FAST, questions=["1"], progress=False)
         grades = read_grades(out)
-        assert regraded.graded == 4 and grades["carol"]["Q1"] == "1" and grades["carol"]["Q2"] == ""
-        assert grades["alice"]["Q1"] == "5" and grades["alice"]["Q2"] == "1" and grades["alice"]["total"] == "10"
+        assert regraded.graded == 4 and grades["carol"]["Q1"] == q1_left and grades["carol"]["Q2"] == ""
+        assert grades["alice"]["Q1"] == points(tiny, "1") and grades["alice"]["Q2"] == points(tiny, "2")
+        assert grades["alice"]["total"] == points(tiny)
         assert grades["carol"]["status"].startswith("partial")  # her new file: only Q1 graded so far
         full = batch.run([subs], tiny, out, jobs=2, limits=FAST, progress=False)
         assert full.graded == 3  # the checks changed since their other questions were graded (dave: nothing to grade)
-        assert read_grades(out)["carol"]["total"] == "6" and read_grades(out)["alice"]["max"] == "10"
+        assert read_grades(out)["carol"]["total"] == lost(tiny, "tokenize")
+        assert read_grades(out)["alice"]["max"] == points(tiny, extra=False)
     finally:
         hidden.write_text(original)
 
@@ -218,7 +246,7 @@ def test_a_batch_goes_on_through_hostile_submissions(tmp_path, tiny):
     subs.mkdir()
     (subs / "good.py").write_text(solution())
     batch.run([subs], tiny, out, limits=FAST, progress=False)
-    assert read_grades(out)["good"]["total"] == "9"
+    assert read_grades(out)["good"]["total"] == points(tiny)
 
     hostile = {
         "killer": "import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)\n    return []",
@@ -257,13 +285,13 @@ def tokenize(line):
     result = batch.run([subs], tiny, out, jobs=2, limits=limits, progress=False)
     grades = read_grades(out)
     assert result.skipped == 1 and len(grades) == 9
-    assert grades["good"]["total"] == "9" and grades["good"]["status"] == "graded"
+    assert grades["good"]["total"] == points(tiny) and grades["good"]["status"] == "graded"
     assert sum(1 for line in (out / "grades.csv").read_text().splitlines() if line.startswith("good,")) == 1
     assert "you failed" not in (out / "feedback" / "good.txt").read_text()
     assert json.loads((out / ".lmgrade" / "records" / "good.json").read_text())["report"]["results"][0]["score"] == 1.0
     for name in ("looper", "exiter", "bomber", "reader", "tamperer"):
-        assert grades[name]["total"] == "6", (name, grades[name])  # tokenize's three points lost, no more
-    assert grades["leaver"]["total"] == "9"  # sys.exit at the end of a .py costs nothing (it is noted)
+        assert grades[name]["total"] == lost(tiny, "tokenize"), (name, grades[name])  # tokenize's points lost, no more
+    assert grades["leaver"]["total"] == points(tiny)  # sys.exit at the end of a .py costs nothing (it is noted)
     assert grades["broken"]["total"] == "0" and "not valid JSON" in (out / "feedback" / "broken.txt").read_text()
     assert grades["killer"]["status"].startswith("error: the grading process was killed by SIGKILL")
     assert grades["killer"]["total"] == "" and len(result.errors) == 1
@@ -306,7 +334,7 @@ def test_the_grade_command_in_batch_mode(tmp_path):
     assert "2 submissions; graded now 2" in proc.stdout and "Tokens and vocabulary" in proc.stdout
     assert "[2/2]" in proc.stderr  # progress, one line per submission when not on a terminal
     grades = read_grades(out)
-    assert grades["alice"]["Q1"] == "4" and grades["bob"]["Q1"] == "0"
+    assert grades["alice"]["Q1"] == points(NGRAM, "1") and grades["bob"]["Q1"] == "0"
     assert (out / "feedback" / "alice.txt").exists() and (out / "histogram.png").exists()
     again = lmgrade("grade", subs, "--assignment", "ngram", "--device", "cpu", "--allow-unconfined",
                     "--out", out, "--question", "1")

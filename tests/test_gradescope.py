@@ -368,3 +368,21 @@ def test_validate_file_rejects_empty_and_non_standard_json(tmp_path):
     assert gradescope.validate_file(path)
     path.write_text('{"score": 0, "tests": []}')
     assert gradescope.validate_file(path) == []
+
+
+@pytest.mark.parametrize("content, status, words", [
+    ('{"cells": [], "x": ' + "[" * 985 + "]" * 985 + "}", "unreadable", "nested more than"),
+    ("", "unreadable", "empty"),
+    (json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "source": "def f():\n    pass\n", "outputs": []}],
+                 "metadata": {"lmgrade": {"assignment": "not-this-one"}}}), "wrong assignment", "`not-this-one`"),
+])
+def test_an_unreadable_or_wrong_notebook_gets_one_message_and_no_grading(tmp_path, monkeypatch, content, status,
+                                                                          words):
+    (tmp_path / "submission").mkdir()
+    (tmp_path / "submission" / "hw.ipynb").write_text(content)
+    monkeypatch.setattr(gradescope, "_prepare", lambda root: (assignments.get(FIRST), None))
+    monkeypatch.setattr(runner, "grade", lambda *a, **k: pytest.fail("nothing should be graded"))
+    doc = gradescope.grade_submission(tmp_path)
+    jsonschema.validate(doc, SCHEMA)
+    assert gradescope.validate(doc) == [] and doc["tests"] == [] and doc["score"] == 0
+    assert f"({status})" in doc["output"] and words in doc["output"] and doc["output"].count(words) == 1

@@ -25,7 +25,7 @@ import jsonschema
 import pytest
 
 from autograder import assignments, batch
-from tests.test_batch import FAST, FULL, read_grades, solution, tiny  # noqa: F401 - tiny is a fixture
+from tests.test_batch import FAST, lost, points, read_grades, solution, tiny  # noqa: F401 - tiny is a fixture
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "gradescope_results.schema.json").read_text())
 DEEP = '{"cells": [], "metadata": {"x": ' + "[" * 985 + "]" * 985 + "}, \"nbformat\": 4}"
@@ -64,15 +64,16 @@ def test_one_file_at_a_time_every_attack_leaves_valid_results(tmp_path, tiny):
         assert "\x1b" not in text and all(not 0xD800 <= ord(c) <= 0xDFFF for c in text)
         if status:
             failed = {t["name"] for t in doc["tests"] if t["status"] == "failed"}
-            assert len(failed) == 2 and doc["score"] == FULL - 3  # tokenize's checks only
-            assert "bad ? byte" in text
+            assert failed and all("tokenize" in name for name in failed)  # tokenize's checks only
+            assert f"{doc['score']:g}" == lost(tiny, "tokenize") and "bad ? byte" in text
         else:  # one message, not one per check
             assert doc["tests"] == [] and doc["score"] == 0 and "nested more than" in doc["output"]
     proc = lmgrade("grade", subs / "printer.py", subs / BAD_NAME, "--assignment", "ngram", "--device", "cpu",
                    "--allow-unconfined", root=tiny.root)
     assert proc.returncode == 0, proc.stderr
     assert "\x1b" not in proc.stdout and "half a pair: ?" in proc.stdout
-    assert proc.stdout.count(f"{FULL - 3:g}/{FULL}") + proc.stdout.count(f"{FULL:g}/{FULL}") >= 2
+    totals = [line.split()[1].split("/")[0] for line in proc.stdout.splitlines() if line.strip().startswith("total")]
+    assert totals == [lost(tiny, "tokenize"), points(tiny)]
 
 
 # ---- class 8 and 9, a whole batch ---------------------------------------------------------------
@@ -102,13 +103,13 @@ def test_a_batch_of_hostile_names_links_and_texts_grades_everyone(tmp_path, tiny
         assert len(grades) == 15 and result.errors == [] and result.write_errors == []
         assert (result.graded, result.skipped) == ((15, 0) if attempt == 0 else (0, 15))
 
-    assert grades["printer"]["total"] == grades["raiser"]["total"] == str(FULL - 3)
-    assert grades["caf?"]["total"] == grades["alice"]["total"] == str(FULL)
+    assert grades["printer"]["total"] == grades["raiser"]["total"] == lost(tiny, "tokenize")
+    assert grades["caf?"]["total"] == grades["alice"]["total"] == points(tiny)
     for name, status in (("deep", "unreadable"), ("empty", "unreadable"), ("wrong", "wrong assignment")):
         assert grades[name]["status"] == status and grades[name]["total"] == "0" and grades[name]["Q1"] == ""
     for name in ("mallory", "eve", "trudy"):
         assert grades[name]["total"] == "0" and grades[name]["status"] == "no file", name
-    assert grades["john~smith"]["total"] == str(FULL) and grades["john_smith"]["total"] == str(FULL - 3)
+    assert grades["john~smith"]["total"] == points(tiny) and grades["john_smith"]["total"] == lost(tiny, "tokenize")
 
     feedback = {p.name: p.read_text() for p in (out / "feedback").iterdir()}
     assert len(feedback) == 15  # no two students share a file
@@ -208,5 +209,5 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_continues(tmp_path, tiny, who
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     assert again.returncode == 0, again.stderr
     assert f"graded now {total - saved}, unchanged since the last run {saved}" in again.stdout
-    assert {row["total"] for row in read_grades(out).values()} == {str(FULL)} and len(read_grades(out)) == total
+    assert {row["total"] for row in read_grades(out).values()} == {points(tiny)} and len(read_grades(out)) == total
     assert _ours(str(tmp_path)) == []
