@@ -619,11 +619,11 @@ def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1,
             saved[0] += 1
 
         _grade_all(todo, config, questions, jobs, progress, submission_timeout, done)
+        for key, record in result.records.items():  # all of them again: undo anything a worker wrote meanwhile
+            _write_text(state / "records" / f"{key}.json", json.dumps(record, indent=1))
+        write_outputs(result, assignment, out, all_questions)
     except KeyboardInterrupt:
         raise Interrupted(saved[0], len(entries)) from None
-    for key, record in result.records.items():  # all of them again: undo anything a worker wrote meanwhile
-        _write_text(state / "records" / f"{key}.json", json.dumps(record, indent=1))
-    write_outputs(result, assignment, out, all_questions)
     return result
 
 

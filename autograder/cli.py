@@ -78,21 +78,21 @@ def _in_bundle() -> bool:
     return not (root / "solutions").is_dir() and not any((root / "assignments").glob("*/hidden_checks.py"))
 
 
-def _parser(prog: str, description: str, epilog: str) -> dict:
+def _parser(description: str, epilog: str) -> dict:
     return {"description": description, "epilog": epilog, "formatter_class": argparse.RawDescriptionHelpFormatter}
 
 
 def make_parser(bundle: bool | None = None) -> argparse.ArgumentParser:
     bundle = _in_bundle() if bundle is None else bundle
     parser = argparse.ArgumentParser(
-        prog="lmgrade", **_parser("lmgrade", "Homework and autograder for a course on language models.",
+        prog="lmgrade", **_parser("Homework and autograder for a course on language models.",
                                   EXAMPLES["lmgrade-student" if bundle else "lmgrade"]))
     parser.add_argument("--version", action="version", version=f"lmgrade {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     if not bundle:
         p = sub.add_parser("build", help="regenerate starter notebooks, reference modules and public fixtures",
-                           **_parser("build", "Regenerate every generated file from assignments/<id>/source.py.",
+                           **_parser("Regenerate every generated file from assignments/<id>/source.py.",
                                      EXAMPLES["build"]))
         p.add_argument("--check", action="store_true", help="exit 1 if a committed generated file is stale")
         p.add_argument("--solutions", type=Path, metavar="DIR", help="also write the staff solution notebooks into DIR")
@@ -102,16 +102,16 @@ def make_parser(bundle: bool | None = None) -> argparse.ArgumentParser:
                        help="with --student-bundle: bundle only this assignment (repeatable; default: every finished one)")
 
         p = sub.add_parser("gradescope", help="course staff: the Gradescope autograder",
-                           **_parser("gradescope", "Course staff: the Gradescope autograder.", EXAMPLES["gradescope"]))
+                           **_parser("Course staff: the Gradescope autograder.", EXAMPLES["gradescope"]))
         gs = p.add_subparsers(dest="gradescope_command", required=True)
         p = gs.add_parser("build", help="write the autograder zip to upload to Gradescope",
-                          **_parser("gradescope build", "Write the autograder zip to upload to Gradescope.",
+                          **_parser("Write the autograder zip to upload to Gradescope.",
                                     EXAMPLES["gradescope build"]))
         p.add_argument("--assignment", required=True, choices=assignments.IDS)
         p.add_argument("--output", type=Path, metavar="ZIP", help="default: build/gradescope-<assignment>.zip")
 
     p = sub.add_parser("check", help="run the public checks on your notebook (what a student runs)",
-                       **_parser("check", "Run the public checks on a saved notebook (or .py), in a separate process.",
+                       **_parser("Run the public checks on a saved notebook (or .py), in a separate process.",
                                  EXAMPLES["check"]))
     p.add_argument("notebook", type=Path)
     p.add_argument("--assignment", choices=assignments.IDS, help="default: read from the notebook")
@@ -119,7 +119,7 @@ def make_parser(bundle: bool | None = None) -> argparse.ArgumentParser:
 
     if not bundle:
         p = sub.add_parser("grade", help="run every check on submissions (what a TA runs)",
-                           **_parser("grade", "Run every check, hidden ones included, on one submission or a batch.",
+                           **_parser("Run every check, hidden ones included, on one submission or a batch.",
                                      EXAMPLES["grade"]))
         p.add_argument("submissions", nargs="+", type=Path)
         p.add_argument("--assignment", required=True, choices=assignments.IDS)
@@ -137,7 +137,7 @@ def make_parser(bundle: bool | None = None) -> argparse.ArgumentParser:
                             "only for submissions you trust")
 
         sub.add_parser("selfcheck", help="build, then grade the staff solution and the starter of every finished assignment",
-                       **_parser("selfcheck", "Check generated files, then grade every finished assignment's staff "
+                       **_parser("Check generated files, then grade every finished assignment's staff "
                                  "solution (full marks) and starter (zero).", EXAMPLES["selfcheck"]))
     return parser
 
@@ -245,6 +245,11 @@ def _check(args) -> int:
 def _grade(args) -> int:
     assignment = assignments.get(args.assignment)
     device = runner.resolve_device(args.device)
+    if device.startswith("cuda:"):
+        import torch
+        if int(device.split(":")[1]) >= torch.cuda.device_count():
+            raise ValueError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s) "
+                             f"(cuda:0 to cuda:{torch.cuda.device_count() - 1}); use --device cuda or auto")
     if args.out is not None or any(p.is_dir() or p.suffix.lower() == ".zip" for p in args.submissions):
         return _grade_batch(args, assignment, device)
     if args.jobs != 1 or args.force:

@@ -181,3 +181,12 @@ def test_allow_unconfined_grades_anyway(tmp_path, solution_py, monkeypatch):
     assert cli.main(["grade", str(solution_py), "--assignment", "ngram", "--device", "cpu", "--question", "1",
                      "--json", str(out), "--allow-unconfined"]) == 0
     assert json.loads(out.read_text())["score"] > 0
+
+
+def test_a_cuda_index_the_machine_lacks_is_an_argument_error(tmp_path, capsys, monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    (tmp_path / "x.py").write_text("def f():\n    return 1\n")
+    assert cli.main(["grade", str(tmp_path / "x.py"), "--assignment", "ngram", "--device", "cuda:3"]) == 2
+    assert "has 1 CUDA device(s) (cuda:0 to cuda:0)" in capsys.readouterr().err
