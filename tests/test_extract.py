@@ -374,3 +374,11 @@ def test_cells_are_named_by_what_jupyter_shows(tmp_path):
     assert cell_label(4, "x = 1", graded=False) == "cell 4 (starting `x = 1`)"
     assert cell_label(5, "def a(): pass\ndef b(): pass\nclass C: pass\ndef d(): pass") == \
         "graded cell 5 (defining `a`, `b`, `C` and 1 more)"
+
+
+def test_json_depth_is_linear_on_text_built_to_make_it_backtrack():
+    import time
+    for text in ('[' + '\\"' * 500_000 + ']', '["' + 'a"' * 500_000 + "]", "[" * 1_000_000):
+        started = time.perf_counter()
+        json_depth(text)
+        assert time.perf_counter() - started < 10  # a backtracking pattern takes hours here
