@@ -88,7 +88,8 @@ def test_infinite_loop_costs_only_its_call(sandbox):
     started = time.monotonic()
     with pytest.raises(StudentCrash) as info:
         student.loop()
-    assert time.monotonic() - started < FAST.call_timeout + 3
+    # 2 CPU seconds: on a loaded machine that takes longer, but never past the wall-clock backstop
+    assert time.monotonic() - started < FAST.wall_limit(FAST.call_timeout) + 3
     assert "did not finish within 2 s" in str(info.value) and "loop()" in str(info.value)
     assert student.ok(41) == 42  # restarted automatically, submission reloaded
     assert student.worker_pid() != first
