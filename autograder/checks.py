@@ -31,26 +31,22 @@ class CheckSpec:
     hint: str = ""  # shown under a failure: where such bugs usually hide
     uses: tuple[str, ...] = ()  # student names whose points are withheld if they call a banned built-in
     needs: tuple[str, ...] = ()  # student names from earlier questions this check depends on (for blame)
-    reference_cache: tuple[str, ...] = ()  # keys of `Context.cached` results, computed before the worker starts
 
 
 def check(question: str | int, points: float, title: str, *, public: bool = False, extra: bool = False,
-          timeout: float | None = None, hint: str = "", uses: tuple[str, ...] = (), needs: tuple[str, ...] = (),
-          reference_cache: tuple[str, ...] = ()):
+          timeout: float | None = None, hint: str = "", uses: tuple[str, ...] = (), needs: tuple[str, ...] = ()):
     """Declare a check. The function's name is its stable id (used for seeds and fixtures).
 
     `uses` names the student's functions or classes the check grades; if one of them reaches a
     built-in the assignment forbids (meta.toml `forbidden`), the check fails without running.
     `needs` names student functions from earlier questions this check calls: when a check whose
     `uses` holds one of them fails in the same run, this check's failure says to fix that first.
-    `reference_cache` names the `t.cached(key, ...)` keys the check reads (see `Context.cached`).
     """
 
     def register(fn):
         fn.lmgrade_check = CheckSpec(name=fn.__name__, question=str(question), points=float(points), title=title,
                                      public=public, extra=extra, timeout=timeout, hint=hint,
-                                     uses=tuple(uses), needs=tuple(needs),
-                                     reference_cache=tuple(reference_cache))
+                                     uses=tuple(uses), needs=tuple(needs))
         return fn
 
     return register
@@ -138,8 +134,10 @@ _REFERENCE_RESULTS: dict[str, dict] = {}  # cache tag -> {key: JSON value}, per 
 def reference_result(key: str):
     """Register `compute(ref) -> JSON value` under `key` in a check module.
 
-    The runner computes (or reads) every registered result before the submission's worker starts,
-    and `t.cached(key, ...)` then returns it from memory.
+    `runner.reference_results(assignment)` (a batch, before its first worker) computes every
+    registered result that is not cached yet, so grader processes only read them; `t.cached(key,
+    ...)` then returns it from memory. Grading one submission reads what is cached and lets the
+    check compute the rest (in the grader, from the reference alone).
     """
 
     def register(fn):

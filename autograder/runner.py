@@ -81,8 +81,8 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
                  if questions is None or fn.lmgrade_check.question in questions]
     ref = None if public_only else assignment.reference()
     cache_tag = _cache_tag(assignment) if ref is not None else None
-    if cache_tag is not None and reference_results is None:  # before the worker starts, never after
-        reference_results = load_reference_results(cache_tag, ref, {sys.modules[fn.__module__] for fn in check_fns})
+    if cache_tag is not None and reference_results is None:  # read before the worker starts, never after
+        reference_results = load_reference_results(cache_tag)  # missing ones: computed by the check, in here
     ctx_args = {"ref": ref, "fixtures": assignment.fixtures(), "device": device, "cache_tag": cache_tag,
                 "reference_results": reference_results,
                 "submission_seed": zlib.crc32("".join(c.source for c in sub.cells).encode())}

@@ -259,7 +259,7 @@ def _check_json_size(body: bytes) -> None:
     # every value but the first follows a ',' or ':' or opens a list or dict: an upper bound
     values = body.count(b",") + body.count(b":") + body.count(b"[") + body.count(b"{") + 1
     if values > MAX_REPLY_JSON_VALUES:
-        raise WireError(f"{TOO_LARGE}: about {values:,} values in nested lists and dicts (at most "
+        raise WireError(f"{TOO_LARGE}: up to {values:,} values in nested lists and dicts (at most "
                         f"{MAX_REPLY_JSON_VALUES:,}); return arrays rather than long lists")
 
 
