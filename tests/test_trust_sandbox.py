@@ -388,6 +388,10 @@ for _ in range(2):
             print("loop:", type(exc).__name__)
         assert student.add(1, 1) == 2
 print("confinement:", sandbox.confinement())
+from autograder import assignments, runner  # a student's `lmgrade check`: the public checks, as on Windows
+ngram = assignments.get("ngram")
+report = runner.grade(ngram.reference_path, ngram, public_only=True)
+assert report.results and all(r.passed for r in report.results), [(r.name, r.output) for r in report.results]
 print("ok")
 """
 
@@ -399,3 +403,34 @@ def test_windows_import_path_runs_public_checks_and_says_so_once():
     assert "ok" in proc.stdout and "loop: StudentCrash" in proc.stdout and "confinement: none" in proc.stdout
     notes = [line for line in proc.stderr.splitlines() if line.startswith("lmgrade:")]
     assert len(notes) == 1 and "without" in notes[0], proc.stderr
+
+
+def test_root_without_landlock_or_worker_user_falls_back_to_nobody(monkeypatch):
+    """Where uid 0 without capabilities could still write root's files (no Landlock), the worker
+    runs as `nobody` when `nobody` can start the interpreter; an explicit empty setting keeps root."""
+    pwd = pytest.importorskip("pwd")
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user nobody")
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)
+    monkeypatch.delenv(sandbox.USER_ENV, raising=False)
+    probes = []
+
+    def fake_run(cmd, **kwargs):
+        probes.append((cmd, kwargs.get("user")))
+        return subprocess.CompletedProcess(cmd, 0 if cmd[0] == "/usr/bin/runnable" else 1)
+
+    monkeypatch.setattr(sandbox.subprocess, "run", fake_run)
+    monkeypatch.setattr(sandbox, "_runs_python", {})
+    assert sandbox._fallback_identity(Limits(), "/usr/bin/runnable") == (nobody.pw_uid, nobody.pw_gid, "nobody")
+    assert probes == [(["/usr/bin/runnable", "-I", "-c", "import numpy"], nobody.pw_uid)]
+    assert sandbox.confinement(Limits(worker_python="/usr/bin/runnable")) == "worker-user"
+    assert sandbox._fallback_identity(Limits(), "/root/private/python") is None  # nobody cannot run it
+    assert sandbox.confinement(Limits(worker_python="/root/private/python")) == "none"
+    monkeypatch.setenv(sandbox.USER_ENV, "")  # set and empty: the grader's own uid on purpose
+    assert sandbox._fallback_identity(Limits(), "/usr/bin/runnable") is None
+    monkeypatch.delenv(sandbox.USER_ENV)
+    monkeypatch.setattr(sandbox, "landlock_abi", lambda: 7)  # Landlock confines uid 0 itself
+    assert sandbox._fallback_identity(Limits(), "/usr/bin/runnable") is None
