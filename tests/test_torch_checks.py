@@ -94,3 +94,17 @@ def test_permutation_equivariance(student):
     assert_permutation_equivariant(lambda x: student.square(x), x64(2, 6, 3), "square", rng=rng)
     with pytest.raises(CheckFailed, match="permuting"):
         assert_permutation_equivariant(lambda x: student.prefix_mean(x), x64(2, 6, 3), "prefix_mean", rng=rng)
+
+
+def test_gradcheck_against_a_reference_catches_a_consistent_but_wrong_function(student):
+    x = x64(2, 3)
+    gradcheck(student.square, [x], [0], "square", reference=lambda v: v ** 2)
+    gradcheck(student.prefix_mean, [x64(2, 4, 3)], [0], "prefix_mean")  # consistent with its own forward
+    with pytest.raises(CheckFailed, match="against the reference"):
+        gradcheck(student.prefix_mean, [x64(2, 4, 3)], [0], "prefix_mean",
+                  reference=lambda v: v.mean(1, keepdim=True).expand_as(v))
+
+
+def test_a_real_float32_output_fails_the_dtype_probe_whatever_meta_says(student):
+    with pytest.raises(CheckFailed, match="float32"):  # seen by the grader in the real call's output
+        assert_device_agnostic(student.float32_out, [x64(2, 3)], "float32_out")

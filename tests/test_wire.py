@@ -323,3 +323,16 @@ def test_json_tree_round_trip_is_self_contained_json():
 def test_json_tree_refuses_objects():
     with pytest.raises(WireError):
         wire.to_json_tree({"model": Opaque()})
+
+
+def test_reply_sizes_are_bounded_before_reading_and_parsing(monkeypatch):
+    header = wire._HEADER.pack(wire.MAX_REPLY_JSON_BYTES + 1, 0)
+    with pytest.raises(WireError, match="the reply was too large"):
+        wire.header_lengths(header)  # a reply: refused before its body is read
+    assert wire.header_lengths(header, bounded=False)[0] == wire.MAX_REPLY_JSON_BYTES + 1  # a request
+    monkeypatch.setattr(wire, "MAX_REPLY_JSON_VALUES", 100)
+    body = json.dumps({"value": [[i] for i in range(60)]}).encode()
+    with pytest.raises(WireError, match="the reply was too large"):
+        wire.unpack(body, b"")
+    assert len(wire.unpack(body, b"", bounded=False)[0]["value"]) == 60
+    assert wire.unpack(json.dumps({"value": list(range(90))}).encode(), b"")[0]["value"] == list(range(90))
