@@ -38,6 +38,28 @@ class TableLM:
         return math.log(p) if p > 0 else -math.inf
 
 
+class NextWordProbe:
+    """Asks a language model for its whole next-word distribution, context by context.
+
+    Why: the grader scores a model from the probability it gives to every word of `words` after a
+    context, checks on its own side that they sum to 1, and reads the held-out word's probability
+    itself; held-out words are never sent. This loop only saves a round trip per word.
+    """
+
+    def __init__(self, lm, words):
+        self.lm = lm
+        self.words = [str(w) for w in words]
+
+    def distributions(self, contexts):
+        """(len(contexts), len(words)) float64: row r is prob(w, contexts[r]) for every w of words."""
+        import numpy as np
+        out = np.empty((len(contexts), len(self.words)))
+        for row, context in enumerate(contexts):
+            context = tuple(context)
+            out[row] = [float(self.lm.prob(w, context)) for w in self.words]
+        return out
+
+
 def random_sentences(seed: int, n_sentences: int, length: int, vocab_size: int) -> list[list[str]]:
     """Made where it is used: big inputs (a million tokens) need not cross the process boundary."""
     import random
@@ -50,7 +72,9 @@ class SmoothFunction:
     """f(x) = sum(sin(A x + c)) + x.x / 2 for an array x of a fixed shape, with its exact gradient.
 
     Why: a gradient checker is graded on a function whose gradient the grader knows exactly and
-    whose curvature is large enough that a one-sided difference or a coarse step shows.
+    whose curvature is large enough that a one-sided difference or a coarse step shows. This object
+    stays in the grader: the student's code gets `smooth_function` (the value only), and is compared
+    with the grader's own central differences at the same step, never with `grad`.
     """
 
     def __init__(self, seed: int, shape):
@@ -62,14 +86,34 @@ class SmoothFunction:
         self.c = rng.uniform(-1.0, 1.0, size=n + 2)  # (m,)
 
     def __call__(self, x) -> float:
-        import numpy as np
-        flat = np.asarray(x, dtype=np.float64).reshape(-1)
-        return float(np.sin(self.A @ flat + self.c).sum() + 0.5 * flat @ flat)
+        return _smooth_value(self.A, self.c, x)
 
     def grad(self, x):
         import numpy as np
         flat = np.asarray(x, dtype=np.float64).reshape(-1)
         return (self.A.T @ np.cos(self.A @ flat + self.c) + flat).reshape(self.shape)
+
+
+def _smooth_value(A, c, x) -> float:
+    import numpy as np
+    flat = np.asarray(x, dtype=np.float64).reshape(-1)
+    return float(np.sin(A @ flat + c).sum() + 0.5 * flat @ flat)
+
+
+def smooth_function(seed: int, shape):
+    """SmoothFunction's value as a bare function: what a student's gradient checker is handed.
+
+    Why bare: an object with `.grad` would hand the answer to the code under test. Its numbers
+    can still be dug out of the closure, so the grader never compares with the exact gradient:
+    it compares with its own central differences at the step the student was asked to use.
+    """
+    source = SmoothFunction(seed, shape)
+    A, c = source.A, source.c
+
+    def f(x):
+        return _smooth_value(A, c, x)
+
+    return f
 
 
 # The backprop assignment's word-level Shakespeare: the grader and the notebook's experiments
@@ -96,4 +140,4 @@ def word_ids(lines, vocab: list[str]):
     return np.array(ids, dtype=np.int64)
 
 
-FACTORIES = {"TableLM": TableLM, "random_sentences": random_sentences, "SmoothFunction": SmoothFunction}
+FACTORIES = {"TableLM": TableLM, "NextWordProbe": NextWordProbe, "random_sentences": random_sentences, "smooth_function": smooth_function}

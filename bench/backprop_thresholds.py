@@ -7,7 +7,10 @@ is like another seed, so this prints the reference over five seeds and correct v
 use their randomness differently, and buggy or weaker ones that should fail, all as ratios to the
 reference at the grader's seed. Each training run is single-threaded, as in the grader's worker.
 
-Run: .venv/bin/python bench/backprop_thresholds.py   (about five minutes)
+The last row trains on the test plays themselves, which no honest run can: the grader flags a
+perplexity below FLOOR_RATIO times the reference as having seen the test text.
+
+Run: .venv/bin/python bench/backprop_thresholds.py   (about five minutes; --cheat-only: the last row)
 """
 import os
 
@@ -70,9 +73,11 @@ VARIANTS = {
 }
 
 
-def perplexity(module, seed: int, **overrides) -> float:
+def perplexity(module, seed: int, on_test: bool = False, **overrides) -> float:
+    """Test perplexity after training on the training plays (or, a cheat, on the test plays themselves)."""
     train, test = hidden.shakespeare_ids()
-    params, _ = module.train_ffnn(train, hidden.VOCAB_SIZE, **{**hidden.TRAIN_SETTINGS, "seed": seed, **overrides})
+    params, _ = module.train_ffnn(test if on_test else train, hidden.VOCAB_SIZE,
+                                  **{**hidden.TRAIN_SETTINGS, "seed": seed, **overrides})
     return hidden.heldout_perplexity(ref, params, test, hidden.TRAIN_SETTINGS["context"])
 
 
@@ -88,10 +93,15 @@ def main():
     rows = {"reference, other seeds": (ref, {})}
     rows.update({name: (module or ref, {} if module else {"steps": hidden.TRAIN_SETTINGS["steps"] // 2})
                  for name, module in VARIANTS.items()})
+    if "--cheat-only" in sys.argv:
+        rows = {}
     for name, (module, overrides) in rows.items():
         ratios = [perplexity(module, s, **overrides) / base for s in seeds]
         print(f"{name:40s}" + "".join(f"{r:8.3f}" for r in ratios) + f"{max(ratios):8.3f}", flush=True)
-    print("(ratios to the reference at the grader's seed; pass when <= 1 + PPL_MARGIN)")
+    ratios = [perplexity(ref, s, on_test=True) / base for s in seeds]
+    print(f"{'cheat: trained on the test plays':40s}" + "".join(f"{r:8.3f}" for r in ratios) + f"{max(ratios):8.3f}")
+    print(f"(ratios to the reference at the grader's seed; pass when <= 1 + PPL_MARGIN = {1 + hidden.PPL_MARGIN:.2f} "
+          f"and >= FLOOR_RATIO = {hidden.FLOOR_RATIO:.2f}, below which the model has seen the test plays)")
 
 
 if __name__ == "__main__":

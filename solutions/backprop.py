@@ -211,9 +211,10 @@ import numpy as np
 def numerical_gradient(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     """Central-difference gradient of a scalar function f at x (float64 array of any shape).
 
-    Entry i is (f(x + eps*e_i) - f(x - eps*e_i)) / (2*eps). Returns an array
-    shaped like x. Work on a float64 copy of x, and put each entry back after
-    perturbing it. Calls f 2 * x.size times.
+    Entry i is (f(x + eps*e_i) - f(x - eps*e_i)) / (2*eps), with the eps given.
+    Returns a float64 array shaped like x. Work on a float64 copy of x (the
+    caller's x is not modified), and put each entry back after perturbing it.
+    Calls f 2 * x.size times.
     """
     x = np.array(x, dtype=np.float64)  # a copy we may change
     grad = np.zeros_like(x)
@@ -272,9 +273,11 @@ def train_ffnn(ids: np.ndarray, vocab_size: int, *, context: int = 2, dim: int =
     Start from init_params(vocab_size, dim, hidden, context, seed); make the
     windows with context_windows; then for each of `steps` steps draw
     batch_size random positions (with np.random.default_rng(seed + 1)), call
-    ffnn_loss_and_grads on them and update every parameter: p -= lr * grad.
-    Returns (params, losses): the trained parameter dict and the list of
-    the `steps` minibatch losses (floats), in order.
+    ffnn_loss_and_grads on them, record the loss, and update every parameter:
+    p -= lr * grad. Returns (params, losses): the trained parameter dict and
+    the list of the `steps` minibatch losses (floats, each computed before its
+    step's update), in order. The same arguments give the same result; `ids`
+    is not modified.
     """
     params = init_params(vocab_size, dim, hidden, context, seed)
     contexts, targets = context_windows(ids, context)

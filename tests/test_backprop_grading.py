@@ -39,7 +39,23 @@ def test_every_question_has_public_and_hidden_checks():
     assert {c.question for c in checks if c.public} == set(BACKPROP.questions)
     assert {c.question for c in checks if not c.public} == set(BACKPROP.questions)
     assert all(c.points > 0 for c in checks)
-    assert sum(c.points for c in checks) == 34
+    assert sum(c.points for c in checks) == 37
+
+
+def test_every_check_declares_what_it_grades_and_what_it_needs():
+    """`uses` names defined functions of the check's own question; `needs` only earlier ones (for blame)."""
+    import ast
+    defined = {node.name for node in ast.parse(BACKPROP.reference_path.read_text()).body
+               if isinstance(node, ast.FunctionDef)}
+    specs = [fn.lmgrade_check for fn in BACKPROP.checks()]
+    question_of = {}
+    for spec in specs:
+        assert spec.uses and set(spec.uses) <= defined, spec.name
+        for name in spec.uses:
+            question_of.setdefault(name, spec.question)
+    for spec in specs:
+        assert set(spec.needs) <= defined, spec.name
+        assert all(int(question_of[name]) < int(spec.question) for name in spec.needs), spec.name
 
 
 def test_hidden_small_case_matches_the_reference():
@@ -64,6 +80,48 @@ def test_word_vocab_and_ids_encode_lines_with_end_markers_and_unk():
     assert vocab == ["</s>", "<unk>", "the", "king", "!"]
     assert word_ids(lines, vocab).tolist() == [2, 3, 1, 2, 3, 4, 0, 1, 1, 1, 0, 2, 1, 0]
     assert word_ids([], vocab).dtype.name == "int64"
+
+
+def test_the_function_handed_to_a_gradient_checker_carries_no_gradient():
+    import numpy as np
+
+    from autograder.support import FACTORIES, SmoothFunction, smooth_function
+    f, mine = smooth_function(3, (2, 4)), SmoothFunction(3, (2, 4))
+    x = np.random.default_rng(1).normal(size=(2, 4))
+    assert f(x) == mine(x)  # the same numbers on both sides, so the grader can difference its own copy
+    assert not hasattr(f, "grad") and not hasattr(f, "__self__")
+    assert "SmoothFunction" not in FACTORIES  # the object with .grad is never made in the worker
+
+
+def test_shakespeare_check_never_sends_the_test_plays():
+    """Only the training ids cross to the worker; the grader scores the returned parameters itself."""
+    import types
+
+    import numpy as np
+
+    from autograder.assignments import _load_module
+    from autograder.checks import Context
+    from autograder.remote import InProcessChannel, Student
+    hidden = _load_module(BACKPROP.dir / "hidden_checks.py", "lmgrade_checks_backprop_hidden")
+    submission = types.ModuleType("submission")
+    exec(BACKPROP.reference_path.read_text(), submission.__dict__)  # noqa: S102 - the staff solution
+    submission.train_ffnn = lambda ids, V, **kw: (submission.init_params(V, kw["dim"], kw["hidden"], kw["context"],
+                                                                        kw["seed"]), [0.0] * kw["steps"])
+    sent = []
+
+    class Recording(InProcessChannel):
+        def request(self, message, arrays, timeout):
+            sent.extend(np.asarray(a) for a in arrays)
+            return super().request(message, arrays, timeout)
+
+    ctx = Context(student=Student(Recording(submission)), ref=BACKPROP.reference(), spec=hidden.shakespeare_ffnn.lmgrade_check,
+                  cache_tag="test", reference_results={"ffnn-shakespeare": 80.0})
+    with pytest.raises(Exception, match="perplexity"):  # untrained: far above the threshold
+        hidden.shakespeare_ffnn(ctx)
+    train, test = hidden.shakespeare_ids()
+    assert any(a.shape == train.shape and np.array_equal(a, train) for a in sent)
+    probe = test[:200].astype(np.int64).tobytes()
+    assert not any(probe in np.ascontiguousarray(a).astype(np.int64).tobytes() for a in sent if a.size >= 200)
 
 
 def test_smooth_function_gradient_is_exact():

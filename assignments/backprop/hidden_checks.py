@@ -6,6 +6,12 @@ question, so forward and backward must agree, else of the grader's), and on one 
 answer is written out below, so that code returning zeros everywhere cannot pass a
 self-consistency test. Dimensions are always distinct (B != V != H != d) so transposes cannot hide.
 Only the student's numpy code runs in the worker; torch runs here, in the trusted process.
+
+Beyond values, every graded function is called through `call_pure` (its arguments must come back
+unchanged), returns float64 for float64 inputs, and meets logits of +-1000 wherever a softmax is
+inside. The gradient checker is compared with the grader's own central differences at the step it
+was asked to use (never with the exact gradient, which a student could dig out of the function it is
+handed), and training is checked step by step before the perplexity threshold.
 """
 import math
 from functools import lru_cache
@@ -15,21 +21,33 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import check
+from autograder.checks import check, reference_result
 from autograder.compare import as_array, as_bool, assert_close, assert_finite, assert_shape, parts
 from autograder.errors import CheckFailed
 from autograder.gradients import assert_gradient, finite_difference
 from autograder.perplexity import assert_perplexity
+from autograder.purity import call_pure, call_twice
 from autograder.support import SmoothFunction, word_ids, word_vocab
 
 PARAM_NAMES = ("E", "W", "b", "U", "b2")
 FD_TOL = dict(rtol=1e-5, atol=1e-8)  # finite differences with eps 1e-6 in float64 are good to ~1e-9
+# Q5: a student's central difference against the grader's at the same step. At eps 1e-6 both are
+# rounding-limited (~1e-9 apart at most); at eps 1e-2 they agree to ~1e-13 while the exact
+# gradient is ~1e-5 away (measured on SmoothFunction: 1.2e-5 to 3.1e-5 relative).
+SAME_STEP_TOL = {1e-6: dict(rtol=1e-7, atol=1e-8), 1e-3: dict(rtol=1e-9, atol=1e-11), 1e-2: dict(rtol=1e-9, atol=1e-11)}
 # Q6: the graded training run. About 10 s of one CPU core; the threshold is the reference's
 # perplexity with the same settings and seed plus PPL_MARGIN (bench/backprop_thresholds.py).
 VOCAB_SIZE = 2000
 TRAIN_SETTINGS = dict(context=2, dim=32, hidden=64, lr=2.0, batch_size=128, steps=2000, seed=2024)
 PPL_MARGIN = 0.08
+# Below FLOOR_RATIO times the reference no honest run lands (correct variants: 0.99-1.04x; a model
+# trained on the test plays themselves: see bench/backprop_thresholds.py): it has seen the test text.
+FLOOR_RATIO = 0.85
 EVAL_EVERY = 3  # score every third position of the test plays (35k of 106k): a third of the time, same figure
+Q1 = ("softmax", "log_softmax", "cross_entropy")
+Q2 = ("softmax_jacobian", "log_softmax_jacobian", "grad_logits_chain", "cross_entropy_grad")
+Q3 = ("linear_forward", "linear_backward", "tanh_forward", "tanh_backward", "embedding_forward", "embedding_backward")
+FORWARD = ("embedding_forward", "linear_forward", "tanh_forward")
 
 
 # ---- helpers --------------------------------------------------------------------------------
@@ -45,6 +63,20 @@ def scalar(value, what: str) -> float:
     if arr.shape != ():
         raise CheckFailed(f"{what}: expected a single number, got an array of shape {arr.shape}")
     return float(arr)
+
+
+def float64(value, what: str):
+    """float64 in, float64 out: the notebook's rules fix it, and a lower precision hides in tolerances."""
+    _, dtype = as_array(value, what)
+    if dtype != "float64":
+        raise CheckFailed(f"{what}: returned {dtype}, expected float64 (the inputs are float64). Computed in "
+                          f"lower precision, or built from an integer array (np.zeros_like of int ids)?")
+    return value
+
+
+def pure(t, name: str, *args, what: str, **kwargs):
+    """The student's `name` called on arguments held in the worker, which must come back unchanged."""
+    return call_pure(getattr(t.student, name), *args, what=what, **kwargs)
 
 
 def tt(a) -> torch.Tensor:
@@ -110,25 +142,33 @@ def contexts_with_repeats(rng, B, k, V) -> np.ndarray:
 
 
 # ---- Q1 -------------------------------------------------------------------------------------
-@check(1, 1, "softmax and log_softmax on random logits of several shapes")
+@check(1, 1, "softmax and log_softmax on random logits of several shapes (also V = 1): float64, inputs unchanged",
+       uses=("softmax", "log_softmax"),
+       hint="work along the last axis with keepdims=True, and on a new array: z -= z.max(...) changes the "
+            "caller's logits.")
 def softmax_hidden(t):
-    for shape in [(7,), (5, 7), (2, 3, 7), (1, 4)]:
+    for shape in [(7,), (5, 7), (2, 3, 7), (1, 4), (3, 1)]:
         z = 3 * t.rng.normal(size=shape)
-        assert_close(t.student.softmax(z), torch.softmax(tt(z), -1).numpy(), f"softmax(z {shape})")
-        assert_close(t.student.log_softmax(z), torch.log_softmax(tt(z), -1).numpy(), f"log_softmax(z {shape})")
+        for name, expected in (("softmax", torch.softmax(tt(z), -1)), ("log_softmax", torch.log_softmax(tt(z), -1))):
+            what = f"{name}(z {shape})"
+            got = float64(pure(t, name, z, what=what), what)
+            assert_close(got, expected.numpy(), what)
 
 
-@check(1, 1, "cross_entropy is the batch mean (batch 1 and 6)",
+@check(1, 1, "cross_entropy is the batch mean (batch 1 and 6, repeated targets), a float64 number, inputs unchanged",
+       uses=("cross_entropy",),
        hint="the loss is the MEAN over the batch of -log softmax(logits[b])[targets[b]].")
 def cross_entropy_hidden(t):
     for B in (1, 6):
         logits, targets = 2 * t.rng.normal(size=(B, 9)), t.rng.integers(0, 9, size=B)
+        targets[-1] = targets[0]
         expected = float(F.cross_entropy(tt(logits), torch.as_tensor(targets)))
-        got = scalar(t.student.cross_entropy(logits, targets), f"cross_entropy(logits ({B}, 9), targets ({B},))")
-        assert_close(got, expected, f"cross_entropy(logits ({B}, 9), targets ({B},))")
+        what = f"cross_entropy(logits ({B}, 9), targets ({B},))"
+        got = scalar(float64(pure(t, "cross_entropy", logits, targets, what=what), what), what)
+        assert_close(got, expected, what)
 
 
-@check(1, 2, "stable for logits of +-1000: no NaN, no inf, correct values",
+@check(1, 2, "stable for logits of +-1000 (2-D and 3-D): no NaN, no inf, correct values", uses=Q1,
        hint="subtract each row's maximum before np.exp; compute log_softmax as (z - max) - log(sum(exp(z - max))), "
             "never as log(softmax(z)).")
 def softmax_stable(t):
@@ -140,6 +180,12 @@ def softmax_stable(t):
         got = getattr(t.student, name)(z)
         assert_finite(got, f"{name}(logits of +-1000 (6, 5))")
         assert_close(got, expected.numpy(), f"{name}(logits of +-1000 (6, 5))")
+    shifted = 1000 + t.rng.normal(size=(2, 3, 4))  # (2, 3, 4): every logit near 1000
+    for name, expected in (("softmax", torch.softmax(tt(shifted), -1)),
+                           ("log_softmax", torch.log_softmax(tt(shifted), -1))):
+        got = getattr(t.student, name)(shifted)
+        assert_finite(got, f"{name}(logits near 1000 (2, 3, 4))")
+        assert_close(got, expected.numpy(), f"{name}(logits near 1000 (2, 3, 4))")
     got = scalar(t.student.cross_entropy(z, targets), "cross_entropy(logits of +-1000 (6, 5), targets)")
     assert_finite(got, "cross_entropy(logits of +-1000 (6, 5), targets)")
     assert_close(got, float(F.cross_entropy(tt(z), torch.as_tensor(targets))), "cross_entropy(logits of +-1000, targets)")
@@ -147,6 +193,7 @@ def softmax_stable(t):
 
 # ---- Q2 -------------------------------------------------------------------------------------
 THIRDS = np.log([1.0, 2.0, 3.0])  # softmax(THIRDS) = [1/6, 1/3, 1/2]
+BIG = np.array([1000.0, 0.0, -1000.0, 999.0])  # softmax: [1/(1+e^-1), 0, 0, e^-1/(1+e^-1)]
 
 
 def np_log_softmax(z: np.ndarray) -> np.ndarray:
@@ -159,28 +206,33 @@ def fd_jacobian(fn, z: np.ndarray) -> np.ndarray:
     return np.stack([finite_difference(lambda v, i=i: fn(v)[i], z) for i in range(len(z))])
 
 
-@check(2, 2, "softmax and log-softmax Jacobians against autograd, and a case worked by hand",
+@check(2, 2, "softmax and log-softmax Jacobians against autograd and finite differences, and a case worked by hand",
+       uses=("softmax_jacobian", "log_softmax_jacobian"), needs=("softmax", "log_softmax"),
        hint="J[i, j] = d(output i) / d z_j: row i belongs to output i. Every row of the log-softmax Jacobian "
             "is e_i - p, so it is not symmetric: check which axis your broadcast runs along.")
 def jacobians_hidden(t):
     for V in (7, 3):
         z = 2 * t.rng.normal(size=V)
         expected = torch.autograd.functional.jacobian(lambda v: torch.softmax(v, -1), tt(z)).numpy()
-        assert_gradient(t.student.softmax_jacobian(z), expected, f"softmax_jacobian(z ({V},))")
+        what = f"softmax_jacobian(z ({V},))"
+        got = float64(pure(t, "softmax_jacobian", z, what=what), what)
+        assert_gradient(got, expected, what)
+        assert_close(got, fd_jacobian(lambda v: np.exp(np_log_softmax(v)), z),
+                     f"softmax_jacobian(z ({V},)) against finite differences", **FD_TOL)
         expected = torch.autograd.functional.jacobian(lambda v: torch.log_softmax(v, -1), tt(z)).numpy()
-        got = t.student.log_softmax_jacobian(z)
-        assert_gradient(got, expected, f"log_softmax_jacobian(z ({V},))")
+        what = f"log_softmax_jacobian(z ({V},))"
+        got = float64(pure(t, "log_softmax_jacobian", z, what=what), what)
+        assert_gradient(got, expected, what)
         assert_close(got, fd_jacobian(np_log_softmax, z), f"log_softmax_jacobian(z ({V},)) against finite differences",
                      **FD_TOL)
-        assert_close(t.student.softmax_jacobian(z), fd_jacobian(lambda v: np.exp(np_log_softmax(v)), z),
-                     f"softmax_jacobian(z ({V},)) against finite differences", **FD_TOL)
     by_hand = np.array([[5 / 36, -1 / 18, -1 / 12], [-1 / 18, 2 / 9, -1 / 6], [-1 / 12, -1 / 6, 1 / 4]])
     assert_gradient(t.student.softmax_jacobian(THIRDS), by_hand, "softmax_jacobian(log([1, 2, 3]))")
     by_hand = np.array([[5 / 6, -1 / 3, -1 / 2], [-1 / 6, 2 / 3, -1 / 2], [-1 / 6, -1 / 3, 1 / 2]])
     assert_gradient(t.student.log_softmax_jacobian(THIRDS), by_hand, "log_softmax_jacobian(log([1, 2, 3]))")
 
 
-@check(2, 1, "grad_logits_chain: one-hot and soft targets against autograd",
+@check(2, 1, "grad_logits_chain: one-hot and soft targets against autograd, inputs unchanged",
+       uses=("grad_logits_chain",), needs=("softmax",),
        hint="dL/dp = -y / p, then the TRANSPOSED softmax Jacobian times it.")
 def chain_hidden(t):
     V = 7
@@ -188,21 +240,25 @@ def chain_hidden(t):
         z = 1.5 * t.rng.normal(size=V)
         y = np.eye(V)[int(t.rng.integers(V))] if kind == "one-hot" else t.rng.dirichlet(np.ones(V))
         _, (expected,) = autograd(lambda v: -(tt(y) * torch.log_softmax(v, -1)).sum(), [z])
-        got = t.student.grad_logits_chain(z, y)
-        assert_gradient(got, expected, f"grad_logits_chain(z ({V},), {kind} y ({V},))")
+        what = f"grad_logits_chain(z ({V},), {kind} y ({V},))"
+        got = float64(pure(t, "grad_logits_chain", z, y, what=what), what)
+        assert_gradient(got, expected, what)
         assert_close(got, finite_difference(lambda v, y=y: -(y * np_log_softmax(v)).sum(), z),
-                     f"grad_logits_chain(z ({V},), {kind} y ({V},)) against finite differences of the loss", **FD_TOL)
+                     f"{what} against finite differences of the loss", **FD_TOL)
     assert_gradient(t.student.grad_logits_chain(THIRDS, np.array([0.0, 0.0, 1.0])), np.array([1 / 6, 1 / 3, -1 / 2]),
                     "grad_logits_chain(log([1, 2, 3]), [0, 0, 1])")
 
 
-@check(2, 2, "cross_entropy_grad: autograd, finite differences, +-1000 logits and a case by hand",
-       hint="the loss is a batch mean, so the gradient is (softmax - one-hot) / B; use a stable softmax.")
+@check(2, 2, "cross_entropy_grad: autograd, finite differences, batch 1 and 6, repeated targets, inputs unchanged",
+       uses=("cross_entropy_grad",), needs=("softmax",),
+       hint="the loss is a batch mean, so the gradient is (softmax - one-hot) / B; subtract the one-hot from a "
+            "new array, not from the caller's logits.")
 def ce_grad_hidden(t):
     for B in (1, 6):
         logits, targets = 2 * t.rng.normal(size=(B, 9)), t.rng.integers(0, 9, size=B)
+        targets[-1] = targets[0]
         what = f"cross_entropy_grad(logits ({B}, 9), targets ({B},))"
-        got = t.student.cross_entropy_grad(logits, targets)
+        got = float64(pure(t, "cross_entropy_grad", logits, targets, what=what), what)
         _, (expected,) = autograd(lambda v: F.cross_entropy(v, torch.as_tensor(targets)), [logits])
         assert_gradient(got, expected, what)
 
@@ -210,20 +266,39 @@ def ce_grad_hidden(t):
             return -np_log_softmax(v)[np.arange(len(targets)), targets].mean()
 
         assert_close(got, finite_difference(loss, logits), f"{what} against finite differences of the loss", **FD_TOL)
-    z = np.array([[1000.0, 0.0, -1000.0, 999.0], [-1000.0, -1000.0, -998.0, 1000.0], [5.0, 1000.0, -1000.0, 0.0]])
-    targets = np.array([2, 0, 1])
-    got = t.student.cross_entropy_grad(z, targets)
-    assert_finite(got, "cross_entropy_grad(logits of +-1000 (3, 4), targets)")
-    _, (expected,) = autograd(lambda v: F.cross_entropy(v, torch.as_tensor(targets)), [z])
-    assert_gradient(got, expected, "cross_entropy_grad(logits of +-1000 (3, 4), targets)")
     logits = np.array([THIRDS, THIRDS[::-1]])
     assert_gradient(t.student.cross_entropy_grad(logits, np.array([2, 2])),
                     np.array([[1 / 12, 1 / 6, -1 / 4], [1 / 4, 1 / 6, -5 / 12]]),
                     "cross_entropy_grad(log([[1, 2, 3], [3, 2, 1]]), [2, 2])")
 
 
+@check(2, 1, "every Q2 function at logits of +-1000 (and near 1000): finite and right", uses=Q2,
+       needs=("softmax", "log_softmax"),
+       hint="a softmax inside must subtract the maximum first: reuse your stable softmax instead of np.exp(z).")
+def primer_stable(t):
+    for name, fn in (("softmax_jacobian", lambda v: torch.softmax(v, -1)),
+                     ("log_softmax_jacobian", lambda v: torch.log_softmax(v, -1))):
+        what = f"{name}(logits [1000, 0, -1000, 999])"
+        got = getattr(t.student, name)(BIG)
+        assert_finite(got, what)
+        assert_gradient(got, torch.autograd.functional.jacobian(fn, tt(BIG)).numpy(), what)
+    z, y = 1000 + 1.5 * t.rng.normal(size=7), t.rng.dirichlet(np.ones(7))  # -y / p needs every p > 0
+    _, (expected,) = autograd(lambda v: -(tt(y) * torch.log_softmax(v, -1)).sum(), [z])
+    what = "grad_logits_chain(z (7,) near 1000, soft y (7,))"
+    got = t.student.grad_logits_chain(z, y)
+    assert_finite(got, what)
+    assert_gradient(got, expected, what)
+    z = np.array([[1000.0, 0.0, -1000.0, 999.0], [-1000.0, -1000.0, -998.0, 1000.0], [5.0, 1000.0, -1000.0, 0.0]])
+    targets = np.array([2, 0, 1])
+    got = t.student.cross_entropy_grad(z, targets)
+    assert_finite(got, "cross_entropy_grad(logits of +-1000 (3, 4), targets)")
+    _, (expected,) = autograd(lambda v: F.cross_entropy(v, torch.as_tensor(targets)), [z])
+    assert_gradient(got, expected, "cross_entropy_grad(logits of +-1000 (3, 4), targets)")
+
+
 # ---- Q3 -------------------------------------------------------------------------------------
 @check(3, 2, "linear forward and backward (batch 1 and 5, non-square W): autograd, finite differences, by hand",
+       uses=("linear_forward", "linear_backward"),
        hint="dx = dout @ W, dW = dout.T @ x (the shape of W), db = dout summed over the batch (axis 0).")
 def linear_hidden(t):
     d_in, d_out = 7, 4
@@ -232,11 +307,12 @@ def linear_hidden(t):
         dout = t.rng.normal(size=(B, d_out))
         expected_out, expected = autograd(lambda x, W, b: x @ W.T + b, [x, W, b], dout)
         shapes = f"x ({B}, {d_in}), W ({d_out}, {d_in}), b ({d_out},)"
-        assert_close(t.student.linear_forward(x, W, b), expected_out, f"linear_forward({shapes})")
+        what = f"linear_forward({shapes})"
+        assert_close(float64(pure(t, "linear_forward", x, W, b, what=what), what), expected_out, what)
         what = f"linear_backward(dout ({B}, {d_out}), x ({B}, {d_in}), W ({d_out}, {d_in}))"
-        got = parts(t.student.linear_backward(dout, x, W), 3, what)
+        got = parts(pure(t, "linear_backward", dout, x, W, what=what), 3, what)
         for name, g, e in zip(("dx", "dW", "db"), got, expected):
-            assert_gradient(g, e, f"{what}: {name}")
+            assert_gradient(float64(g, f"{what}: {name}"), e, f"{what}: {name}")
         for i, name in enumerate(("dx", "dW", "db")):
             numeric = fd_of_student(t.student.linear_forward, [x, W, b], i, dout)
             assert_close(got[i], numeric, f"{what}: {name} against finite differences of your linear_forward", **FD_TOL)
@@ -250,34 +326,40 @@ def linear_hidden(t):
         assert_gradient(g, e, f"{what}: {name}")
 
 
-@check(3, 1, "tanh backward from the output h: autograd, finite differences, by hand",
-       hint="d tanh(a) / da = 1 - tanh(a)**2 = 1 - h**2, with h the forward's output.")
+@check(3, 1, "tanh backward from the output h: autograd, finite differences, by hand, inputs unchanged",
+       uses=("tanh_forward", "tanh_backward"),
+       hint="d tanh(a) / da = 1 - tanh(a)**2 = 1 - h**2, with h the forward's output; return a new array "
+            "(dout *= ... changes the caller's gradient).")
 def tanh_hidden(t):
     a, dout = 1.5 * t.rng.normal(size=(5, 3)), t.rng.normal(size=(5, 3))
     expected_h, (expected,) = autograd(torch.tanh, [a], dout)
-    assert_close(t.student.tanh_forward(a), expected_h, "tanh_forward(a (5, 3))")
-    got = t.student.tanh_backward(dout, np.tanh(a))
-    assert_gradient(got, expected, "tanh_backward(dout (5, 3), h (5, 3))")
+    what = "tanh_forward(a (5, 3))"
+    assert_close(float64(pure(t, "tanh_forward", a, what=what), what), expected_h, what)
+    what = "tanh_backward(dout (5, 3), h (5, 3))"
+    got = float64(pure(t, "tanh_backward", dout, np.tanh(a), what=what), what)
+    assert_gradient(got, expected, what)
     assert_close(got, fd_of_student(t.student.tanh_forward, [a], 0, dout),
                  "tanh_backward(dout, h) against finite differences of your tanh_forward", **FD_TOL)
     assert_gradient(t.student.tanh_backward(np.array([1.0, 2.0, 3.0]), np.array([0.0, 0.5, -0.8])),
                     np.array([1.0, 1.5, 1.08]), "tanh_backward([1, 2, 3], h=[0, 0.5, -0.8])")
 
 
-@check(3, 2, "embedding forward and backward with repeated ids (1-D and 2-D ids): autograd, finite differences, by hand",
+@check(3, 2, "embedding forward and backward with repeated ids (1-D, 2-D and 3-D ids): autograd, finite differences, "
+             "by hand", uses=("embedding_forward", "embedding_backward"),
        hint="an id that occurs several times collects the SUM of its gradients (np.add.at adds repeats); "
-            "fancy assignment, dE[ids] = ..., keeps only one of them.")
+            "fancy assignment, dE[ids] = ..., keeps only one of them. dE is float64 whatever the ids' dtype.")
 def embedding_hidden(t):
     V, d = 11, 3
-    for shape in ((6,), (4, 5)):
+    for shape in ((6,), (4, 5), (2, 2, 3)):
         E = t.rng.normal(size=(V, d))
         ids = t.rng.integers(0, V, size=shape)
         ids.flat[0] = ids.flat[-1] = ids.flat[1] = 7  # repeats for sure
         dout = t.rng.normal(size=shape + (d,))
         expected_out, (expected,) = autograd(lambda E: E[torch.as_tensor(ids)], [E], dout)
-        assert_close(t.student.embedding_forward(E, ids), expected_out, f"embedding_forward(E ({V}, {d}), ids {shape})")
+        what = f"embedding_forward(E ({V}, {d}), ids {shape})"
+        assert_close(float64(pure(t, "embedding_forward", E, ids, what=what), what), expected_out, what)
         what = f"embedding_backward(dout {shape + (d,)}, ids {shape} with repeats, {V})"
-        got = t.student.embedding_backward(dout, ids, V)
+        got = float64(pure(t, "embedding_backward", dout, ids, V, what=what), what)
         assert_gradient(got, expected, what)
         assert_close(got, fd_of_student(t.student.embedding_forward, [E, ids], 0, dout),
                      f"{what} against finite differences of your embedding_forward", **FD_TOL)
@@ -288,47 +370,89 @@ def embedding_hidden(t):
 
 
 # ---- Q4 -------------------------------------------------------------------------------------
-@check(4, 1, "init_params: shapes, float64, zero biases, scales, reproducible by seed")
+def uniform_problem(values: np.ndarray, bound: float, guesses: dict) -> str | None:
+    """Why `values` do not look like Uniform(-bound, bound), or None (2,000+ draws)."""
+    top, low, mean = float(values.max()), float(values.min()), float(values.mean())
+    if top <= bound and low >= -bound and top >= 0.95 * bound and low <= -0.95 * bound \
+            and abs(mean) < 0.05 * bound and 0.45 * bound < float(np.abs(values).mean()) < 0.55 * bound:
+        return None
+    text = f"values from {low:.4f} to {top:.4f} with mean {mean:.4f}, expected uniform in +-{bound:.4f}"
+    if low >= -0.05 * bound:
+        return text + ": all positive; draw from -bound to +bound, not from 0"
+    reach = max(top, -low)
+    for label, other in guesses.items():
+        if 0.95 * other <= reach <= other * 1.0001 and abs(other - bound) > 0.05 * bound:
+            return text + f": that is +-{label}"
+    return text
+
+
+def init_problem(params: dict, V: int, d: int, H: int, k: int) -> str | None:
+    """What is wrong with init_params(V, d, H, k, seed): scales, means and ranges, not only sizes."""
+    E = as_array(params["E"])[0]
+    std, mean, tails = float(E.std()), float(E.mean()), float(np.mean(np.abs(E) > 0.2))
+    if not 0.095 <= std <= 0.105:
+        return f"['E']: standard deviation {std:.4f}, expected 0.1 (rng.normal(0.0, 0.1, size))"
+    if abs(mean) > 0.006:
+        return f"['E']: mean {mean:.4f}, expected about 0 (a normal centred at 0)"
+    if not 0.03 < tails < 0.065:
+        return (f"['E']: {tails:.1%} of the values lie beyond two standard deviations where a normal has 4.6%: "
+                "draw E from a normal distribution, not a uniform one")
+    guesses = {"1/sqrt(dim)": 1 / math.sqrt(d), "1/sqrt(context*dim)": 1 / math.sqrt(k * d),
+               "1/sqrt(hidden)": 1 / math.sqrt(H), "1/sqrt(vocab_size)": 1 / math.sqrt(V), "1": 1.0}
+    for name, bound in (("W", 1 / math.sqrt(k * d)), ("U", 1 / math.sqrt(H))):
+        problem = uniform_problem(as_array(params[name])[0], bound, guesses)
+        if problem:
+            return f"[{name!r}]: {problem}"
+    return None
+
+
+@check(4, 1, "init_params: shapes, float64, zero biases; E's mean, spread and shape; W and U centred with the "
+             "right range; the default context; reproducible by seed", uses=("init_params",),
+       hint="E ~ rng.normal(0.0, 0.1); W ~ rng.uniform(-1, 1) / sqrt(context*dim); U ~ rng.uniform(-1, 1) / "
+            "sqrt(hidden); biases np.zeros; one rng = np.random.default_rng(seed).")
 def ffnn_init_hidden(t):
     V, d, H, k = 400, 25, 30, 3
-    what = f"init_params({V}, {d}, {H}, {k}, seed)"
-    params = param_dict(t.student.init_params(V, d, H, k, 11), what)
+    what = f"init_params({V}, {d}, {H}, {k}, seed=11)"
+    params = param_dict(call_twice(t.student.init_params, V, d, H, k, 11, what=what), what)
     for name, shape in zip(PARAM_NAMES, [(V, d), (H, k * d), (H,), (V, H), (V,)]):
         assert_shape(params[name], shape, f"{what}[{name!r}]")
-        if as_array(params[name])[1] != "float64":
-            raise CheckFailed(f"{what}[{name!r}]: expected float64, got {as_array(params[name])[1]}")
+        float64(params[name], f"{what}[{name!r}]")
     for name in ("b", "b2"):
-        assert_close(params[name], np.zeros(as_array(params[name])[0].shape), f"{what}[{name!r}] (zeros)")
-    std = float(np.std(params["E"]))
-    if not 0.095 <= std <= 0.105:
-        raise CheckFailed(f"{what}['E']: standard deviation {std:.4f}, expected 0.1")
-    for name, bound in (("W", 1 / math.sqrt(k * d)), ("U", 1 / math.sqrt(H))):
-        values = np.abs(as_array(params[name])[0])
-        if values.max() > bound or values.max() < 0.95 * bound or not 0.45 * bound < values.mean() < 0.55 * bound:
-            raise CheckFailed(f"{what}[{name!r}]: expected uniform in +-{bound:.4f}, got max |value| {values.max():.4f} "
-                              f"and mean |value| {values.mean():.4f}")
-    again = param_dict(t.student.init_params(V, d, H, k, 11), what)
+        assert_close(params[name], np.zeros(as_array(params[name])[0].shape), f"{what}[{name!r}] (zeros)", rtol=0,
+                     atol=0)
+    problem = init_problem(params, V, d, H, k)
+    if problem:
+        raise CheckFailed(f"{what}{problem}")
     other = param_dict(t.student.init_params(V, d, H, k, 12), what)
     for name in ("E", "W", "U"):
-        assert_close(again[name], params[name], f"{what}[{name!r}] twice with the same seed", rtol=0, atol=0)
         if np.array_equal(as_array(other[name])[0], as_array(params[name])[0]):
             raise CheckFailed(f"{what}[{name!r}]: seeds 11 and 12 give the same values; draw from default_rng(seed)")
+    what = f"init_params({V}, {d}, {H}) with the default context and seed"
+    default = param_dict(t.student.init_params(V, d, H), what)
+    assert_shape(default["W"], (H, 2 * d), f"{what}['W']")
+    explicit = param_dict(t.student.init_params(V, d, H, 2, 0), f"init_params({V}, {d}, {H}, 2, 0)")
+    for name in PARAM_NAMES:
+        assert_close(default[name], explicit[name], f"{what}[{name!r}] against init_params({V}, {d}, {H}, 2, 0)",
+                     rtol=0, atol=0)
 
 
 FFNN_CASES = [(1, 2), (7, 2), (6, 3)]  # (B, k); V = 13, d = 4, H = 5
 
 
-@check(4, 1, "ffnn_forward logits against torch (batch 1 and more, context 2 and 3)")
+@check(4, 1, "ffnn_forward logits against torch (batch 1 and more, context 2 and 3), float64, inputs unchanged",
+       uses=("ffnn_forward",), needs=FORWARD)
 def ffnn_forward_hidden(t):
     V, d, H = 13, 4, 5
     for B, k in FFNN_CASES:
         params = random_params(t.rng, V, d, H, k)
         contexts = contexts_with_repeats(t.rng, B, k, V)
         logits, _, _ = torch_ffnn(params, contexts, np.zeros(B, dtype=np.int64))
-        assert_close(t.student.ffnn_forward(params, contexts), logits, f"ffnn_forward(params, contexts ({B}, {k}))")
+        what = f"ffnn_forward(params, contexts ({B}, {k}))"
+        assert_close(float64(pure(t, "ffnn_forward", params, contexts, what=what), what), logits, what)
 
 
-@check(4, 3, "ffnn_loss_and_grads: loss and every parameter's gradient against torch autograd",
+@check(4, 3, "ffnn_loss_and_grads: loss and every parameter's gradient against torch autograd, inputs unchanged",
+       uses=("ffnn_loss_and_grads",), needs=Q1 + Q2[-1:] + Q3,
        hint="the output layer's input is h; tanh's backward uses h; reshape de to (B, k, d) before the "
             "embedding backward, which must add up repeated ids.")
 def ffnn_grads_hidden(t):
@@ -338,11 +462,12 @@ def ffnn_grads_hidden(t):
         contexts, targets = contexts_with_repeats(t.rng, B, k, V), t.rng.integers(0, V, size=B)
         _, loss, grads = torch_ffnn(params, contexts, targets)
         what = f"ffnn_loss_and_grads(params (V={V}, d={d}, H={H}), contexts ({B}, {k}), targets ({B},))"
-        got_loss, got_grads = parts(t.student.ffnn_loss_and_grads(params, contexts, targets), 2, what)
-        assert_close(scalar(got_loss, f"{what}: loss"), loss, f"{what}: loss")
+        got_loss, got_grads = parts(pure(t, "ffnn_loss_and_grads", params, contexts, targets, what=what), 2, what)
+        assert_close(scalar(float64(got_loss, f"{what}: loss"), f"{what}: loss"), loss, f"{what}: loss")
         got_grads = param_dict(got_grads, f"{what}: grads")
         for name in PARAM_NAMES:
-            assert_gradient(got_grads[name], grads[name], f"{what}: grads[{name!r}]")
+            assert_gradient(float64(got_grads[name], f"{what}: grads[{name!r}]"), grads[name],
+                            f"{what}: grads[{name!r}]")
 
 
 # A model small enough to read: V=5, d=2, H=3, k=2, B=6. The numbers below were computed once in
@@ -380,6 +505,7 @@ SMALL_GRADS = {
 
 
 @check(4, 1, "ffnn_loss_and_grads agrees with finite differences of its own loss, and with a small case by hand",
+       uses=("ffnn_loss_and_grads",), needs=Q1 + Q2[-1:] + Q3,
        hint="if the loss is a mean over the batch, so is every gradient (sum vs mean).")
 def ffnn_fd_hidden(t):
     V, d, H, B, k = 11, 3, 5, 7, 2
@@ -408,67 +534,210 @@ def ffnn_fd_hidden(t):
 
 
 # ---- Q5 -------------------------------------------------------------------------------------
-@check(5, 1, "numerical_gradient is accurate with its default step (central differences)",
-       hint="use central differences (f(x + eps) - f(x - eps)) / (2 eps) with eps about 1e-6 in float64: a "
-            "one-sided difference is off by O(eps), a large step by O(eps**2).")
+def same_step(t, x: np.ndarray, shape: tuple, eps: float | None):
+    """The student's numerical_gradient of a bare grader function, against the grader's own central
+    differences at the same step (never against the exact gradient, which differs by O(eps**2))."""
+    seed = int(t.rng.integers(1 << 30))
+    f = t.student.support("smooth_function", seed, list(shape))
+    kwargs = {} if eps is None else {"eps": eps}
+    what = f"numerical_gradient(f, x {shape}{'' if eps is None else f', eps={eps:g}'})"
+    got = float64(pure(t, "numerical_gradient", f, x, what=what, **kwargs), what)
+    assert_shape(got, shape, what)
+    step = 1e-6 if eps is None else eps
+    expected = finite_difference(SmoothFunction(seed, shape), x, step)
+    try:
+        assert_close(got, expected, what, **SAME_STEP_TOL[step])
+    except CheckFailed as failure:
+        raise CheckFailed(f"{failure}{step_diagnosis(as_array(got)[0], SmoothFunction(seed, shape), x, step)}") from None
+    return got
+
+
+def step_diagnosis(got: np.ndarray, f: SmoothFunction, x: np.ndarray, step: float) -> str:
+    """The likely cause when a numerical gradient matches a known wrong recipe."""
+    got = got.astype(np.float64)
+    central = finite_difference(f, x, step)
+    flat = x.reshape(-1)
+    forward = np.array([(f(flat + step * e) - f(flat)) / step for e in np.eye(flat.size)]).reshape(x.shape)
+    recipes = [(2 * central, "twice the central difference: divide by 2*eps, not eps"),
+               (forward, "a one-sided difference (f(x + eps) - f(x)) / eps: use f(x + eps) - f(x - eps)")]
+    if step > 1e-4:
+        recipes.append((f.grad(x), "the exact gradient (or a difference with a tiny step), not the central "
+                                   "difference with the eps you were given: use the eps argument"))
+    for value, cause in recipes:
+        if np.allclose(got, value, rtol=1e-7, atol=1e-9):
+            return f" Your result is {cause}."
+    return ""
+
+
+@check(5, 1, "numerical_gradient: central differences at the default step and at eps = 1e-2 and 1e-3, any shape, "
+             "x left unchanged", uses=("numerical_gradient",),
+       hint="entry i is (f(x + eps*e_i) - f(x - eps*e_i)) / (2*eps) with the eps you are given; perturb a float64 "
+            "copy of x and put each entry back exactly (save the old value), so every evaluation moves one entry.")
 def numerical_gradient_hidden(t):
-    for seed, shape in ((int(t.rng.integers(1 << 30)), (3, 4)), (int(t.rng.integers(1 << 30)), (5,))):
-        f = t.student.support("SmoothFunction", seed, list(shape))
-        x = t.rng.normal(size=shape)
-        exact = SmoothFunction(seed, shape).grad(x)
-        assert_close(t.student.numerical_gradient(f, x), exact, f"numerical_gradient(f, x {shape})", rtol=1e-6, atol=1e-7)
+    for shape, eps in (((3, 4), None), ((5,), None), ((2, 3, 2), 1e-2), ((4, 3), 1e-3)):
+        same_step(t, t.rng.normal(size=shape), shape, eps)
 
 
-@check(5, 2, "gradient_check passes the right gradient and flags planted wrong ones; relative_error",
-       hint="error = relative_error(analytic, numerical) with Euclidean norms; ok = error <= tol.")
+def planted(exact: np.ndarray) -> dict:
+    one_entry = exact.copy()
+    one_entry[1, 2] += 1e-3 * np.abs(exact).max()
+    swapped = exact.copy()
+    swapped[0, 1], swapped[2, 3] = exact[2, 3], exact[0, 1]
+    return {"the exact gradient": exact, "the exact gradient with one entry off by 0.1%": one_entry,
+            "half the exact gradient": 0.5 * exact, "the exact gradient with two entries swapped": swapped}
+
+
+@check(5, 2, "gradient_check passes the right gradient and flags planted wrong ones, with its eps and tol; "
+             "relative_error", uses=("relative_error", "gradient_check"), needs=(),
+       hint="error = relative_error(analytic, numerical_gradient(f, x, eps)) with Euclidean norms and the eps you "
+            "are given; ok = error <= tol with the tol you are given.")
 def gradient_check_hidden(t):
     for _ in range(3):
         a, b = t.rng.normal(size=(4, 3)), t.rng.normal(size=(4, 3))
         b[0] = a[0]
         expected = float(np.linalg.norm(a - b) / (np.linalg.norm(a) + np.linalg.norm(b)))
-        assert_close(scalar(t.student.relative_error(a, b), "relative_error(a, b)"), expected, "relative_error(a (4, 3), b (4, 3))")
+        what = "relative_error(a (4, 3), b (4, 3))"
+        assert_close(scalar(float64(pure(t, "relative_error", a, b, what=what), what), what), expected, what)
     assert_close(scalar(t.student.relative_error(np.zeros(3), np.zeros(3)), "relative_error(0, 0)"), 0.0,
                  "relative_error(zeros, zeros)")
     seed, shape = int(t.rng.integers(1 << 30)), (3, 5)
-    f = t.student.support("SmoothFunction", seed, list(shape))
+    f = t.student.support("smooth_function", seed, list(shape))
+    grader_f = SmoothFunction(seed, shape)
     x = t.rng.normal(size=shape)
-    exact = SmoothFunction(seed, shape).grad(x)
-    one_entry = exact.copy()
-    one_entry[1, 2] += 1e-3 * np.abs(exact).max()
-    swapped = exact.copy()
-    swapped[0, 1], swapped[2, 3] = exact[2, 3], exact[0, 1]
-    for label, grad in (("the exact gradient", exact), ("the exact gradient with one entry off by 0.1%", one_entry),
-                        ("half the exact gradient", 0.5 * exact), ("the exact gradient with two entries swapped", swapped)):
-        what = f"gradient_check(f, x (3, 5), {label})"
-        ok, error = parts(t.student.gradient_check(f, x, grad), 2, what)
+    exact = grader_f.grad(x)
+    numeric = {eps: finite_difference(grader_f, x, eps) for eps in (1e-6, 1e-3)}
+    cases = [(label, grad, {}) for label, grad in planted(exact).items()]
+    # With eps = 1e-3 the exact gradient is ~1e-7 away from the central difference: only a checker that
+    # differences at the eps it is given reports that error, and tol = 1e-9 must then flag it.
+    cases += [("the exact gradient", exact, {"eps": 1e-3}), ("the exact gradient", exact, {"eps": 1e-3, "tol": 1e-9}),
+              ("the exact gradient with one entry off by 0.1%", planted(exact)["the exact gradient with one entry "
+                                                                                "off by 0.1%"], {"tol": 1e-2})]
+    for label, grad, kwargs in cases:
+        settings = "".join(f", {k}={v:g}" for k, v in kwargs.items())
+        what = f"gradient_check(f, x (3, 5), {label}{settings})"
+        ok, error = parts(pure(t, "gradient_check", f, x, grad, what=what, **kwargs), 2, what)
         ok = as_bool(ok, what)
-        error = scalar(error, f"{what}: error")
-        should_pass = grad is exact
+        error = scalar(float64(error, f"{what}: error"), f"{what}: error")
+        eps, tol = kwargs.get("eps", 1e-6), kwargs.get("tol", 1e-6)
+        expected = float(np.linalg.norm(grad - numeric[eps]) / (np.linalg.norm(grad) + np.linalg.norm(numeric[eps])))
+        should_pass = expected <= tol
         if ok != should_pass:
-            raise CheckFailed(f"{what} returned ok={ok!r}, expected {should_pass}"
-                              + (" (a correct gradient must pass)" if should_pass else " (a wrong gradient must be flagged)"))
-        if should_pass:
-            if not 0 <= error <= 1e-6:
-                raise CheckFailed(f"{what}: relative error {error:.3g}, expected at most 1e-6")
-        else:
-            expected = float(np.linalg.norm(grad - exact) / (np.linalg.norm(grad) + np.linalg.norm(exact)))
-            assert_close(error, expected, f"{what}: error", rtol=1e-3, atol=0)
+            raise CheckFailed(f"{what} returned ok={ok!r} with error {error:.3g}, expected ok={should_pass} (the "
+                              f"relative error is {expected:.3g}, tol {tol:g})"
+                              + (" (a correct gradient must pass)" if should_pass else
+                                 " (a gradient off by more than tol must be flagged)"))
+        if expected > 1e-8:  # above the rounding noise of two different checkers
+            assert_close(error, expected, f"{what}: error", rtol=1e-4, atol=0)
+        elif not 0 <= error <= 1e-7:
+            raise CheckFailed(f"{what}: relative error {error:.3g}, expected at most 1e-7")
 
 
 # ---- Q6 -------------------------------------------------------------------------------------
-@check(6, 1, "context_windows: contexts 1-3, streams shorter than the context")
+@check(6, 1, "context_windows: contexts 1-3, streams shorter than the context, integer arrays, ids unchanged",
+       uses=("context_windows",))
 def windows_hidden(t):
     for N, k in ((50, 1), (50, 2), (40, 3), (2, 3), (1, 1)):
         ids = t.rng.integers(1, 30, size=N)
         padded = np.concatenate([np.zeros(k, dtype=np.int64), ids])
         expected = np.stack([padded[i:i + N] for i in range(k)], axis=1)
         what = f"context_windows(ids ({N},), {k})"
-        contexts, targets = parts(t.student.context_windows(ids, k), 2, what)
+        contexts, targets = parts(pure(t, "context_windows", ids, k, what=what), 2, what)
         for name, got, exp in (("contexts", contexts, expected), ("targets", targets, ids)):
             arr, dtype = as_array(got)
             if arr.dtype.kind not in "iu":
                 raise CheckFailed(f"{what}: {name} should be integers, got {dtype}")
             assert_close(arr, exp, f"{what}: {name}", rtol=0, atol=0)
+
+
+# Exact steps: on a stream of zeros every window is ([0] * context, 0), so every minibatch is the
+# same whatever positions are drawn, and one SGD step from init_params(seed) is fixed.
+STEP_SETTINGS = dict(context=3, dim=3, hidden=4, lr=0.5, batch_size=5, seed=5)  # none of them the default
+STEP_V = 7
+
+
+def sgd_expected(t, steps: int) -> tuple[dict, list]:
+    """`steps` updates p - lr * grad computed here from the student's own init_params and gradients."""
+    s = STEP_SETTINGS
+    what = f"init_params({STEP_V}, {s['dim']}, {s['hidden']}, {s['context']}, {s['seed']})"
+    params = param_dict(t.student.init_params(STEP_V, s["dim"], s["hidden"], s["context"], s["seed"]), what)
+    params = {n: as_array(params[n], f"{what}[{n!r}]")[0].astype(np.float64) for n in PARAM_NAMES}
+    contexts = np.zeros((s["batch_size"], s["context"]), dtype=np.int64)
+    targets = np.zeros(s["batch_size"], dtype=np.int64)
+    history, losses = [params], []
+    for _ in range(steps):
+        what = f"ffnn_loss_and_grads(params, {s['batch_size']} windows of zeros)"
+        loss, grads = parts(t.student.ffnn_loss_and_grads(params, contexts, targets), 2, what)
+        grads = param_dict(grads, f"{what}: grads")
+        losses.append(scalar(loss, f"{what}: loss"))
+        for n in PARAM_NAMES:
+            assert_shape(grads[n], params[n].shape, f"{what}: grads[{n!r}] (the shape of params[{n!r}])")
+        params = {n: params[n] - s["lr"] * as_array(grads[n], what)[0].astype(np.float64) for n in PARAM_NAMES}
+        history.append(params)
+    return history, losses
+
+
+def step_diagnosis_sgd(got: dict, history: list) -> str:
+    """Name the usual wrong updates when one step's result matches one of them."""
+    s = STEP_SETTINGS
+    start, right = history[0], history[1]
+    grad = {n: (start[n] - right[n]) / s["lr"] for n in PARAM_NAMES}
+    recipes = [({n: start[n] for n in PARAM_NAMES}, "the initial parameters: the update never reaches the returned dict "
+                "(p = p - lr * grad rebinds a local name; update params[name])"),
+               ({n: start[n] + s["lr"] * grad[n] for n in PARAM_NAMES}, "a step along the gradient: p -= lr * grad"),
+               ({n: start[n] - grad[n] for n in PARAM_NAMES}, "a step with lr = 1: use the lr argument"),
+               ({n: start[n] - 2.0 * grad[n] for n in PARAM_NAMES}, "a step with the default lr = 2: use the lr argument"),
+               ({n: start[n] - s["lr"] * grad[n] / s["batch_size"] for n in PARAM_NAMES},
+                "a step divided by the batch size again: the gradient of the mean loss is already averaged")]
+    for value, cause in recipes:
+        if all(np.allclose(got[n], value[n], rtol=1e-9, atol=1e-12) for n in PARAM_NAMES):
+            return f" Your parameters after one step are {cause}."
+    return ""
+
+
+@check(6, 2, "train_ffnn by exact steps: one and two SGD steps from init_params(seed) on a stream where every "
+             "minibatch is the same; the losses recorded; the same seed gives the same result; ids unchanged",
+       uses=("train_ffnn", "context_windows"), needs=("init_params", "ffnn_loss_and_grads"),
+       hint="start from init_params(vocab_size, dim, hidden, context, seed); each step: loss and grads of the "
+            "minibatch, record the loss, then params[name] -= lr * grads[name] with the arguments you are given.")
+def train_steps_hidden(t):
+    s = STEP_SETTINGS
+    history, losses = sgd_expected(t, 2)
+    ids = np.zeros(40, dtype=np.int64)
+    for steps in (1, 2):
+        settings = ", ".join(f"{k}={v}" for k, v in {**s, "steps": steps}.items())
+        what = f"train_ffnn(ids: 40 zeros, {STEP_V}, {settings})"
+        params, got_losses = parts(pure(t, "train_ffnn", ids, STEP_V, what=what, **s, steps=steps), 2, what)
+        params = param_dict(params, what)
+        got = {}
+        for n in PARAM_NAMES:
+            got[n] = as_array(float64(params[n], f"{what}: params[{n!r}]"), what)[0]
+            assert_shape(got[n], history[0][n].shape, f"{what}: params[{n!r}]")
+        for n in PARAM_NAMES:
+            try:
+                assert_close(got[n], history[steps][n], f"{what}: params[{n!r}] against init_params({s['seed']}) "
+                             f"moved by {steps} step(s) of -lr * (your ffnn_loss_and_grads)", rtol=1e-9, atol=1e-12)
+            except CheckFailed as failure:
+                raise CheckFailed(f"{failure}{step_diagnosis_sgd(got, history) if steps == 1 else ''}") from None
+        got_losses = as_array(got_losses, f"{what}: losses")[0]
+        if got_losses.shape != (steps,):
+            raise CheckFailed(f"{what}: expected a list of {steps} losses (one per step), got shape {got_losses.shape}")
+        try:
+            assert_close(got_losses, np.array(losses[:steps]), f"{what}: losses (each minibatch's loss before its "
+                         "update)", rtol=1e-9, atol=1e-12)
+        except CheckFailed as failure:
+            late = np.array(losses[1:steps + 1]) if steps == 1 else None
+            if late is not None and np.allclose(got_losses, late, rtol=1e-9):
+                raise CheckFailed(f"{failure} You recorded the loss after the update.") from None
+            raise
+    stream = t.rng.integers(0, STEP_V, size=60)
+    settings = {**s, "steps": 3}
+    what = f"train_ffnn(ids (60,), {STEP_V}, ..., steps=3, seed={s['seed']})"
+    first, _ = parts(call_twice(t.student.train_ffnn, stream, STEP_V, what=what, **settings), 2, what)
+    other, _ = parts(t.student.train_ffnn(stream, STEP_V, **{**settings, "seed": s["seed"] + 1}), 2, what)
+    first, other = param_dict(first, what), param_dict(other, what)
+    if all(np.array_equal(as_array(first[n])[0], as_array(other[n])[0]) for n in ("E", "W", "U")):
+        raise CheckFailed(f"{what}: seeds {s['seed']} and {s['seed'] + 1} give the same parameters; start from "
+                          "init_params(..., seed) and draw batches from np.random.default_rng(seed + 1)")
 
 
 @lru_cache(maxsize=1)
@@ -538,10 +807,17 @@ def checked_params(value, what: str) -> dict:
     return out
 
 
+@reference_result("ffnn-shakespeare")
+def shakespeare_threshold_source(ref) -> float:
+    """The reference's perplexity for Q6, computed (or read) before any worker starts."""
+    return reference_perplexity(ref)
+
+
 @check(6, 4, "train_ffnn on Shakespeare: held-out perplexity on unseen plays", timeout=180,
+       uses=("train_ffnn", "context_windows"), needs=("init_params", "ffnn_loss_and_grads"),
        hint="each step: a random minibatch, ffnn_loss_and_grads, then p -= lr * grad for every parameter.")
 def shakespeare_ffnn(t):
-    train, test = shakespeare_ids()
+    train, test = shakespeare_ids()  # only `train` is sent; the test plays stay here
     settings = ", ".join(f"{k}={v}" for k, v in TRAIN_SETTINGS.items())
     what = f"train_ffnn(Shakespeare train ids ({len(train)},), {VOCAB_SIZE}, {settings})"
     params, losses = parts(t.student.train_ffnn(t.student.put(train, "training ids"), VOCAB_SIZE, **TRAIN_SETTINGS),
@@ -556,10 +832,12 @@ def shakespeare_ffnn(t):
         raise CheckFailed(f"{what}: the trained model's perplexity on the test plays is {ppl:.3g}, far worse than a "
                           f"uniform guess ({VOCAB_SIZE}): training went uphill or diverged (the update is "
                           "p -= lr * grad, with the gradient of the mean loss).")
-    # after the student's run, so that a submission that cannot train never waits for the reference
-    threshold = t.cached("ffnn-shakespeare", lambda: reference_perplexity(t.ref)) * (1 + PPL_MARGIN)
-    t.note(assert_perplexity(ppl, threshold, "Your trained model on the test plays"))
-
+    reference = t.cached("ffnn-shakespeare", lambda: reference_perplexity(t.ref))
+    if ppl < FLOOR_RATIO * reference:
+        raise CheckFailed(f"{what}: the trained model's perplexity on the test plays is {ppl:.2f}, implausibly far "
+                          f"below the staff's {reference:.2f} with the same settings (honest runs stay above "
+                          f"{FLOOR_RATIO:.2f} of it): the model has seen the test plays. No points.")
+    t.note(assert_perplexity(ppl, reference * (1 + PPL_MARGIN), "Your trained model on the test plays"))
 
 
 if __name__ == "__main__":  # reference_perplexity's child process: python hidden_checks.py REFERENCE.py

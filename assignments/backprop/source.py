@@ -19,7 +19,9 @@
 #
 # **Rules.** Use numpy only (no torch, no autograd library): the point is to write every gradient.
 # Work in float64 (numpy's default): the grader compares your gradients with exact ones to about
-# seven significant digits.
+# seven significant digits, and float64 inputs must give float64 results. No function may change
+# its arguments (the grader checks): `z -= z.max()` or `dout *= ...` on an array you were given
+# changes the caller's array, so compute new arrays instead (`z = z - z.max(...)`).
 #
 # **How grading works.** Only the cells marked as *graded* are graded, and the grader finds your
 # code by the function names, so do not rename them. A graded cell must work on its own: keep its
@@ -28,8 +30,8 @@
 # parts are meant to reuse earlier ones. Replace each `raise NotImplementedError(...)` with your code.
 #
 # **Public checks.** Save the notebook first (the checker reads the saved file), then run the cell
-# below. The grader also runs hidden checks (random shapes, extreme values, comparisons with exact
-# gradients), so passing every public check is a good sign but not a guarantee.
+# below. The grader also runs hidden checks (random shapes, extreme values, every keyword argument,
+# comparisons with exact gradients), so passing every public check is a good sign but not a guarantee.
 
 # %%
 from autograder import check_notebook; check_notebook("backprop.ipynb")
@@ -498,9 +500,10 @@ import numpy as np
 def numerical_gradient(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     """Central-difference gradient of a scalar function f at x (float64 array of any shape).
 
-    Entry i is (f(x + eps*e_i) - f(x - eps*e_i)) / (2*eps). Returns an array
-    shaped like x. Work on a float64 copy of x, and put each entry back after
-    perturbing it. Calls f 2 * x.size times.
+    Entry i is (f(x + eps*e_i) - f(x - eps*e_i)) / (2*eps), with the eps given.
+    Returns a float64 array shaped like x. Work on a float64 copy of x (the
+    caller's x is not modified), and put each entry back after perturbing it.
+    Calls f 2 * x.size times.
     """
     # BEGIN SOLUTION: numerical_gradient: loop over the flat entries of a float64 copy; evaluate f at +eps and -eps, restore, divide by 2*eps
     x = np.array(x, dtype=np.float64)  # a copy we may change
@@ -577,10 +580,12 @@ print(f"a gradient 1% too large: {'ok' if ok else 'flagged'}, relative error {er
 # $$\theta \leftarrow \theta - \eta\, \nabla_\theta L_{\text{batch}},$$
 #
 # with learning rate $\eta$ (`lr`). Record the loss of every step: its curve tells you whether
-# training works. The grader calls your `train_ffnn` on the training plays with its own settings
-# and seed, and scores the returned parameters by their perplexity on the held-out test plays
-# (with its own forward pass). Full points for doing about as well as the staff's code with the
-# same settings; it takes about 10 seconds on one CPU core.
+# training works. The grader first checks single steps: on a stream where every minibatch is the
+# same, one and two steps of your `train_ffnn` must give `init_params(seed)` moved by `-lr *` the
+# gradients of your own `ffnn_loss_and_grads`, exactly. Then it calls your `train_ffnn` on the
+# training plays with its own settings and seed, and scores the returned parameters by their
+# perplexity on the held-out test plays (with its own forward pass). Full points for doing about
+# as well as the staff's code with the same settings; it takes about 10 seconds on one CPU core.
 
 # %% tags=["graded"]
 import numpy as np
@@ -612,9 +617,11 @@ def train_ffnn(ids: np.ndarray, vocab_size: int, *, context: int = 2, dim: int =
     Start from init_params(vocab_size, dim, hidden, context, seed); make the
     windows with context_windows; then for each of `steps` steps draw
     batch_size random positions (with np.random.default_rng(seed + 1)), call
-    ffnn_loss_and_grads on them and update every parameter: p -= lr * grad.
-    Returns (params, losses): the trained parameter dict and the list of
-    the `steps` minibatch losses (floats), in order.
+    ffnn_loss_and_grads on them, record the loss, and update every parameter:
+    p -= lr * grad. Returns (params, losses): the trained parameter dict and
+    the list of the `steps` minibatch losses (floats, each computed before its
+    step's update), in order. The same arguments give the same result; `ids`
+    is not modified.
     """
     # BEGIN SOLUTION: train_ffnn: init, windows, one rng; loop: integers for the batch, loss and grads, an in-place SGD update, record the loss
     params = init_params(vocab_size, dim, hidden, context, seed)
