@@ -191,7 +191,10 @@ def _describe(value) -> str:
 
 def _crash_message(failure: WorkerFailure, label: str, timeout: float) -> str:
     if failure.kind == "timeout":
-        return (f"{label} did not finish within {timeout:g} s: an infinite loop, or far too slow "
+        if "wall-clock" in failure.detail:  # the sandbox's backstop: little CPU used, a long wait
+            return f"{label} did not finish: {failure.detail} (time.sleep, input(), a lock, a child process?)"
+        unit = " of CPU time" if "CPU time" in failure.detail else ""  # limits count CPU seconds where they can
+        return (f"{label} did not finish within {timeout:g} s{unit}: an infinite loop, or far too slow "
                 "(look for a loop whose condition never changes, or work repeated inside a loop).")
     if failure.kind == "died":
         return f"{label} ended the student's process: {failure.detail}. Other questions are graded in a fresh process."
