@@ -552,7 +552,7 @@ plt.show()
 # `softmax(filter_logits(...))` with `torch.multinomial(..., generator=g)`, one generator
 # `torch.Generator(device=idx.device).manual_seed(seed)` per call. With `use_cache`, feed the prompt once with an empty cache,
 # then one token per step; without, recompute `model(idx)` every step.
-# Stay within `model.max_len` positions in total.
+# The caller keeps `T + max_new_tokens <= model.max_len` (no cropping needed).
 
 # %% tags=["graded"]
 import torch
@@ -596,6 +596,23 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, top_p=None
     return idx
     # END SOLUTION
 
+
+# %% [markdown]
+# A sample from the model you trained above (not graded), and the speed-up of the cache:
+
+# %%
+import time
+
+model = TransformerLM(**config)
+model.load_state_dict(state)
+model.eval()
+prompt = torch.tensor([[stoi[c] for c in "ROMEO:\n"]])
+out = generate(model, prompt, config["max_len"] - prompt.shape[1], temperature=0.8, top_k=10, seed=0)
+print("".join(chars[i] for i in out[0].tolist()))
+for use_cache in (True, False):
+    start = time.perf_counter()
+    generate(model, prompt, config["max_len"] - prompt.shape[1], temperature=0, use_cache=use_cache)
+    print(f"greedy, use_cache={use_cache}: {time.perf_counter() - start:.3f} s")
 
 # %% [markdown]
 # ## Q8. An encoder–decoder Transformer
