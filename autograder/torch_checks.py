@@ -1,9 +1,11 @@
 """Check primitives for torch assignments (attention, rnn_lm, transformer), run on the trusted side.
 
 Each one calls the student's code through a `Remote` and decides here, from plain data:
-gradients in float64 with `torch.autograd.gradcheck` (its forward and backward are round trips to
-the student's process), properties that hold for any correct model whatever its weights (causality,
-permutation equivariance), and device/dtype agnosticism without a GPU (the `meta` device).
+gradients in float64 (the worker's vjp verified against the grader's own central differences of
+the student's forward, and against the reference), properties that hold for any correct model
+whatever its weights (causality, permutation equivariance), and device/dtype agnosticism without a
+GPU (the `meta` device), which, being observable only in the worker, can fail a check but never
+earn points.
 """
 from __future__ import annotations
 

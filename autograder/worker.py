@@ -213,7 +213,9 @@ class Worker:
     def op_vjp(self, msg, arrays):
         """Output and vector-Jacobian products of a student's torch function, for gradient checks.
 
-        The grader compares these with the reference's autograd in float64; nothing here decides.
+        Nothing here decides, and nothing here is believed: a graded cell can replace this method.
+        The grader checks the output against a plain call and the gradients against its own finite
+        differences of the student's forward and the reference (torch_checks.gradcheck).
         """
         import torch
         fn = self.target(msg["target"])
@@ -242,7 +244,8 @@ class Worker:
         on the CPU and breaks on a GPU. On `meta` every tensor has shapes and dtypes but no data, so
         the run is cheap, and a torch call that receives both a meta tensor and a tensor on a real
         device (other than a 0-dim scalar) would mix devices on a GPU. Some such calls (matmul) do not
-        raise on meta, hence the watch. The grader decides; this only reports.
+        raise on meta, hence the watch. This only reports, and a report
+        from here can only fail a check (a graded cell can replace this method).
         """
         import copy
 
