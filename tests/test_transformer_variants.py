@@ -96,7 +96,7 @@ BUGS = {
     "top-p excluding the token that crosses p": (
         [("        logits = logits.masked_fill(above >= top_p, float(\"-inf\"))",
           "        logits = logits.masked_fill(above + probs > top_p, float(\"-inf\"))")],
-        {"7"}, {"public_generation", "filter_boundaries"}),
+        {"7"}, {"public_generation", "filter_boundaries", "generate_sampling"}),
     "cross-attention with keys and values from the decoder": (
         [("        x = x + self.cross_attn(self.norm2(x), context=memory)", "        x = x + self.cross_attn(self.norm2(x))")],
         {"8"}, {"public_seq2seq", "decoder_block_builtin", "seq2seq_builtin", "seq2seq_gradients",

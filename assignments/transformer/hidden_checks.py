@@ -767,6 +767,11 @@ def checked_names(state, names_like: dict, what: str) -> dict:
     return out
 
 
+def tied(state: dict, what: str) -> None:
+    if not torch.equal(state["head.weight"], state["tok_emb.weight"]):
+        raise CheckFailed(f"{what}: head.weight and tok_emb.weight differ; with tie_weights=True they are one tensor")
+
+
 def grader_steps(ref, config, settings, init, data, steps):
     """The grader's own training steps: reference model, torch's AdamW and clipping, the spec's schedule."""
     model = ref.TransformerLM(**config)
@@ -843,8 +848,7 @@ def shakespeare_perplexity(t):
     names = {k: torch.empty(s) for k, s in lm_shapes(**config).items()}
     state, _ = checked_state(t.student.train_lm(t.student.put(train, "training ids"), config, SHAKESPEARE_SETTINGS),
                              names, what)
-    if not torch.equal(state["head.weight"], state["tok_emb.weight"]):
-        raise CheckFailed(f"{what}: head.weight and tok_emb.weight differ; with tie_weights=True they are one tensor")
+    tied(state, what)
     ppl = math.exp(stream_nll(t.ref, state, config, test, SHAKESPEARE_SETTINGS["block_size"], EVAL_STRIDE))
     if not math.isfinite(ppl) or ppl > 2 * config["vocab_size"]:
         raise CheckFailed(f"{what}: perplexity {ppl:.4g} on the test plays, no better than a uniform guess over "
@@ -862,6 +866,7 @@ def synthetic_perplexity(t):
     names = {k: torch.empty(s) for k, s in lm_shapes(**config).items()}
     state, _ = checked_state(t.student.train_lm(t.student.put(train, "training ids"), config, SYNTHETIC_SETTINGS),
                              names, what)
+    tied(state, what)
     ppl, floor = synthetic_ratio(t.ref, state, heldout_seed=secret_seed(t))
     ratio = t.cached("synthetic", lambda: reference_synthetic(t.ref)) * (1 + SYNTHETIC_MARGIN)
     t.note(assert_perplexity(ppl, ratio * floor, "Your model on fresh sentences of the synthetic language",
@@ -1054,6 +1059,20 @@ def generate_sampling(t):
         if not ok:
             raise CheckFailed(f"{what}: second tokens after {token} do not follow the model's filtered distribution "
                               f"(chi-square {stat:.1f} > {limit:.1f})")
+    nucleus = dict(temperature=1.3, top_p=0.6)
+    what = f"generate(model, idx (2000, 4) of one prompt, 1, {describe(nucleus)}, seed=5)"
+    out_p = t.student.generate(model, prompt, 1, seed=5, **nucleus)
+    if not isinstance(out_p, torch.Tensor) or tuple(out_p.shape) != (2000, 5):
+        raise CheckFailed(f"{what} should return a (2000, 5) tensor")
+    allowed = keep_set(logits, **nucleus)
+    tokens = out_p[:, 4]
+    if not bool(allowed[tokens].all()):
+        raise CheckFailed(f"{what}: a token outside the top-p set was sampled")
+    probs = torch.softmax(logits / 1.3, -1).masked_fill(~allowed, 0)
+    ok, stat, limit = chi_square_ok(np.bincount(tokens.numpy(), minlength=13), (probs / probs.sum()).numpy())
+    if not ok:
+        raise CheckFailed(f"{what}: the tokens do not follow softmax(logits / 1.3) restricted to the top-p set "
+                          f"(chi-square {stat:.1f} > {limit:.1f}, false-fail rate 1e-4)")
     other = t.student.generate(model, prompt[:50], 2, seed=4, **kwargs)
     if other[:, 4:].tolist() == out[:50, 4:].tolist():
         raise CheckFailed(f"{what}: seeds 3 and 4 gave the same samples; make the generator from `seed`.")
