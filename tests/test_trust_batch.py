@@ -53,27 +53,28 @@ def write_attacks(folder: Path) -> None:
 def test_one_file_at_a_time_every_attack_leaves_valid_results(tmp_path, tiny):
     subs = tmp_path / "subs"
     write_attacks(subs)
-    for name, status in (("raiser.py", "failed"), ("deep.ipynb", None)):
-        out = tmp_path / f"{name}.json"
+    for name, expected in (("printer.py", "lost"), ("raiser.py", "lost"), (BAD_NAME, "full"), ("deep.ipynb", "none")):
+        out = tmp_path / "results.json"
         proc = lmgrade("grade", subs / name, "--assignment", "ngram", "--device", "cpu", "--allow-unconfined",
                        "--json", out, root=tiny.root)
         assert proc.returncode == 0, proc.stderr
         doc = json.loads(out.read_text())
         jsonschema.validate(doc, SCHEMA)
-        text = json.dumps(doc, ensure_ascii=False)
-        assert "\x1b" not in text and all(not 0xD800 <= ord(c) <= 0xDFFF for c in text)
-        if status:
-            failed = {t["name"] for t in doc["tests"] if t["status"] == "failed"}
-            assert failed and all("tokenize" in name for name in failed)  # tokenize's checks only
-            assert f"{doc['score']:g}" == lost(tiny, "tokenize") and "bad ? byte" in text
-        else:  # one message, not one per check
-            assert doc["tests"] == [] and doc["score"] == 0 and "nested more than" in doc["output"]
-    proc = lmgrade("grade", subs / "printer.py", subs / BAD_NAME, "--assignment", "ngram", "--device", "cpu",
-                   "--allow-unconfined", root=tiny.root)
-    assert proc.returncode == 0, proc.stderr
-    assert "\x1b" not in proc.stdout and "half a pair: ?" in proc.stdout
-    totals = [line.split()[1].split("/")[0] for line in proc.stdout.splitlines() if line.strip().startswith("total")]
-    assert totals == [lost(tiny, "tokenize"), points(tiny)]
+        for text in (json.dumps(doc, ensure_ascii=False), proc.stdout):  # the file and the terminal
+            assert "\x1b" not in text and all(not 0xD800 <= ord(c) <= 0xDFFF for c in text), name
+        if expected == "none":  # one message, not one per check
+            assert doc["tests"] == [] and doc["score"] == 0 and doc["output"].count("nested more than") == 1
+            assert proc.stdout.count("nested more than") == 1
+            continue
+        failed = {t["name"] for t in doc["tests"] if t["status"] == "failed"}
+        assert all("tokenize" in failure for failure in failed)  # tokenize's checks only
+        assert f"{doc['score']:g}" == (lost(tiny, "tokenize") if expected == "lost" else points(tiny))
+        totals = [line.split()[1].split("/")[0] for line in proc.stdout.splitlines() if line.strip().startswith("total")]
+        assert totals == [f"{doc['score']:g}"]
+        shown = {"printer.py": "half a pair: ? and \\x1b]0;pwned\\x07", "raiser.py": "bad ? byte\\r\\x1b[31mred"}
+        if name in shown:  # what the student's code said, legible and harmless, in the file and on the terminal
+            outputs = "\n".join([doc["output"], *(t["output"] for t in doc["tests"])])
+            assert shown[name] in outputs and shown[name] in proc.stdout, name
 
 
 # ---- class 8 and 9, a whole batch ---------------------------------------------------------------
