@@ -212,3 +212,19 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_continues(tmp_path, tiny, who
     assert f"graded now {total - saved}, unchanged since the last run {saved}" in again.stdout
     assert {row["total"] for row in read_grades(out).values()} == {points(tiny)} and len(read_grades(out)) == total
     assert _ours(str(tmp_path)) == []
+
+
+@pytest.mark.parametrize("umask, file_mode, dir_mode", [(0o077, 0o640, 0o750), (0o022, 0o644, 0o755),
+                                                        (0o002, 0o664, 0o775)])
+def test_output_files_follow_the_umask_but_are_never_owner_only(tmp_path, umask, file_mode, dir_mode):
+    from autograder import results
+    previous = os.umask(umask)
+    try:
+        results.write_text(tmp_path / "new" / "deeper" / "grades.csv", "a,b\n")
+        results.write_json({"score": 1}, tmp_path / "results.json")
+    finally:
+        os.umask(previous)
+    for path in (tmp_path / "new" / "deeper" / "grades.csv", tmp_path / "results.json"):
+        assert stat.S_IMODE(path.stat().st_mode) == file_mode, oct(path.stat().st_mode)
+    for folder in (tmp_path / "new", tmp_path / "new" / "deeper"):
+        assert stat.S_IMODE(folder.stat().st_mode) == dir_mode, oct(folder.stat().st_mode)
