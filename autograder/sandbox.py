@@ -28,7 +28,6 @@ On Windows (public checks on a student's laptop) the worker runs without limits,
 """
 from __future__ import annotations
 
-import ast
 import ctypes
 import os
 import queue
@@ -643,8 +642,9 @@ class _ThreadChannel:
 
         def push() -> None:
             try:
-                self.proc.stdin.write(data)
-                self.proc.stdin.flush()
+                view = memoryview(data)
+                while view:  # an unbuffered pipe may take part of it
+                    view = view[self.proc.stdin.write(view) or 0:]
             except (OSError, ValueError) as exc:
                 failed.append(exc)
 

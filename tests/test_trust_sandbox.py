@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -381,6 +380,7 @@ for _ in range(2):
     with sandbox.Sandbox(cells, limits=sandbox.Limits(call_timeout=1, load_timeout=10)) as box:
         student = Student(box, timeout=1)
         assert student.add(2, 3) == 5
+        assert len(student.within(20).add(list(range(100000)), [1])) == 100001  # far more than a pipe holds, each way
         try:
             student.loop()
         except Exception as exc:
