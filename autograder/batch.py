@@ -642,7 +642,7 @@ def _problem(entry: Entry, assignment: Assignment) -> tuple[str, str] | None:
     if entry.path is None:
         return None
     try:
-        return extract.read_submission(entry.path).problem(assignment.id)
+        return extract.read_submission(entry.path, analyse=False).problem(assignment.id)
     except (RecursionError, MemoryError) as exc:
         return "unreadable", f"the file could not be read ({type(exc).__name__})."
 

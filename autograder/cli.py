@@ -225,7 +225,7 @@ def _check(args) -> int:
     if not args.notebook.exists():
         raise ValueError(f"{args.notebook} does not exist (save the notebook first, and give its file name)")
     from autograder.notebook import infer_assignment
-    sub = extract.read_submission(args.notebook)  # bounded: a broken file gets one message, no traceback
+    sub = extract.read_submission(args.notebook, analyse=False)  # bounded: a broken file gets one message, no traceback
     if sub.unreadable:
         print(f"{results.clean(args.notebook)}: nothing could be checked: {results.clean(sub.unreadable)}")
         return 0
@@ -264,7 +264,7 @@ def _grade(args) -> int:
     for path in args.submissions:
         shown = results.clean(path)
         try:
-            problem = extract.read_submission(path).problem(assignment.id)
+            problem = extract.read_submission(path, analyse=False).problem(assignment.id)
             if problem is not None:  # one clear message, not the same failure under every check
                 if args.json:
                     results.write_json(results.problem_json(f"Nothing could be graded ({problem[0]}): {problem[1]}"),

@@ -161,7 +161,9 @@ class Submission:
         return f"the submission does not define `{name}` in a graded cell (check the spelling and that the cell is tagged as graded)."
 
 
-def read_submission(path: str | Path) -> Submission:
+def read_submission(path: str | Path, *, analyse: bool = True) -> Submission:
+    """The graded cells of a submission, with notes. `analyse=False` stops after reading the file:
+    enough for `Submission.problem` (a batch's quick look before grading)."""
     path = Path(path)
     sub = Submission(path=str(path))
     try:
@@ -179,7 +181,7 @@ def read_submission(path: str | Path) -> Submission:
     if sub.unreadable is None and not any(is_code and source.strip() for is_code, source, _ in cells):
         sub.unreadable = (f"{path.name} is empty: it has no code at all. Check that you submitted the file you "
                           "worked in, saved.")
-    if sub.unreadable is None:
+    if sub.unreadable is None and analyse:
         _collect(cells, sub)
     return sub
 

@@ -306,7 +306,7 @@ def grade_submission(root: Path) -> dict:
         return results.failure_json(str(exc))
     shown = path.relative_to(root / "submission").as_posix()
     print(results.clean(f"grading {path} for {assignment.id}" + (f" (student code runs as {user.pw_name})" if user else "")))
-    problem = extract.read_submission(path).problem(assignment.id)  # bounded parse, nothing runs
+    problem = extract.read_submission(path, analyse=False).problem(assignment.id)  # bounded parse, nothing runs
     if problem is not None:  # one clear message, not the same failure under every check
         return results.problem_json(f"Nothing could be graded in {shown} ({problem[0]}): {problem[1]}")
     report = results.sanitize(runner.grade(path, assignment, device="cpu"))

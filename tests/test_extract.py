@@ -382,3 +382,10 @@ def test_json_depth_is_linear_on_text_built_to_make_it_backtrack():
         started = time.perf_counter()
         json_depth(text)
         assert time.perf_counter() - started < 10  # a backtracking pattern takes hours here
+
+
+def test_a_quick_look_reads_the_file_but_not_the_cells(tmp_path):
+    path = write_nb(tmp_path, [code("def f():\n    return 1\n", graded=True)])
+    quick, full = read_submission(path, analyse=False), read_submission(path)
+    assert quick.unreadable is None and quick.cells == [] and quick.problem("ngram") is None
+    assert [c.source for c in full.cells] == ["def f():\n    return 1\n"]
