@@ -188,7 +188,7 @@ def test_fork_bomb_that_leaves_the_session_is_killed_completely(tmp_path):
     watcher.start()
     try:
         box = Sandbox([{"index": 0, "number": 1, "source": textwrap.dedent(bomb) + CORRECT["build_vocab"]}],
-                      limits=Limits(call_timeout=3, load_timeout=4))
+                      limits=Limits(call_timeout=3, load_timeout=4, wall_factor=1, wall_extra=2))  # it sleeps: the backstop stops it
         with box:
             student = Student(box, timeout=3)
             with pytest.raises(StudentCrash, match="did not finish"):
@@ -199,7 +199,7 @@ def test_fork_bomb_that_leaves_the_session_is_killed_completely(tmp_path):
         stop.set()
         watcher.join()
         assert peak[0] >= 60, f"the bomb never ran (peak {peak[0]} processes)"
-        report, results = grade(write_submission(tmp_path, tokenize=textwrap.dedent(bomb)), limits=Limits(call_timeout=2, load_timeout=4))
+        report, results = grade(write_submission(tmp_path, tokenize=textwrap.dedent(bomb)), limits=Limits(call_timeout=2, load_timeout=4, wall_factor=1, wall_extra=2))
         assert report.score == FULL - TOKENIZE_POINTS
         assert "did not finish" in results["tokenize_hidden"].output
         assert bombs() == []
