@@ -223,11 +223,11 @@ def _explain_name_error(message: str, sub: extract.Submission) -> str:
 
 def _load_notes(sub: extract.Submission, box: Sandbox) -> list[str]:
     notes = []
-    numbers = {c.index: c.number for c in sub.cells}
+    labels = {c.index: c.label for c in sub.cells}  # "graded cell 12 (defining `count_ngrams`)"
     for index, kind in sorted(box.skip.items()):
-        notes.append(f"Graded cell {numbers.get(index, '?')} {_skip_reason(kind)} while loading and was skipped.")
+        notes.append(f"G{labels.get(index, 'graded cell ?')[1:]} {_skip_reason(kind)} while loading and was skipped.")
     for err in box.cell_errors:
         e = err.get("error", {})
-        notes.append(f"Graded cell {numbers.get(err.get('index'), '?')} raised {e.get('type')}: "
+        notes.append(f"G{labels.get(err.get('index'), 'graded cell ?')[1:]} raised {e.get('type')}: "
                      f"{str(e.get('message'))[:300]} while loading.")
     return notes
