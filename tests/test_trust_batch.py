@@ -159,8 +159,9 @@ def test_a_feedback_file_that_cannot_be_written_costs_only_itself(tmp_path, tiny
 
 
 # ---- Ctrl-C in the middle of a batch --------------------------------------------------------------
-def _ours(marker: str) -> list[str]:
-    """Live processes whose command line names this test's folder (graders, workers)."""
+def _ours(*markers: str) -> list[str]:
+    """Live processes whose command line names one of `markers`: graders name the course root,
+    workers their scratch folder under this test's TMPDIR."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -170,7 +171,7 @@ def _ours(marker: str) -> list[str]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if marker in cmdline and state not in "ZX":
+        if any(marker in cmdline for marker in markers) and state not in "ZX":
             found.append(f"{entry.name}: {cmdline[:120]}")
     return found
 
@@ -194,6 +195,8 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_continues(tmp_path, tiny, who
     while time.monotonic() < deadline and len(list(records.glob("*.json"))) < 2:
         time.sleep(0.05)
     assert proc.poll() is None, "the batch ended before it could be interrupted"
+    running = _ours(str(tmp_path), str(tiny.root))
+    assert any("autograder.batch" in p for p in running), running  # graders are found while they run
     if whom == "group":
         os.killpg(proc.pid, signal.SIGINT)
     else:
@@ -205,13 +208,13 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_continues(tmp_path, tiny, who
     assert f"interrupted: {saved} of {total} graded and saved; run the same command to continue" in stderr
     assert 2 <= saved < total and not (out / "grades.csv").exists()
     time.sleep(0.2)
-    assert _ours(str(tmp_path)) == []
+    assert _ours(str(tmp_path), str(tiny.root)) == []
 
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
     assert again.returncode == 0, again.stderr
     assert f"graded now {total - saved}, unchanged since the last run {saved}" in again.stdout
     assert {row["total"] for row in read_grades(out).values()} == {points(tiny)} and len(read_grades(out)) == total
-    assert _ours(str(tmp_path)) == []
+    assert _ours(str(tmp_path), str(tiny.root)) == []
 
 
 @pytest.mark.parametrize("umask, file_mode, dir_mode", [(0o077, 0o640, 0o750), (0o022, 0o644, 0o755),
