@@ -386,3 +386,25 @@ def test_an_unreadable_or_wrong_notebook_gets_one_message_and_no_grading(tmp_pat
     jsonschema.validate(doc, SCHEMA)
     assert gradescope.validate(doc) == [] and doc["tests"] == [] and doc["score"] == 0
     assert f"({status})" in doc["output"] and words in doc["output"] and doc["output"].count(words) == 1
+
+
+def test_odd_text_from_the_student_never_breaks_results(tmp_path, monkeypatch, capsys):
+    """A non-UTF-8 file name and a report full of lone surrogates and escapes: a valid results.json."""
+    name = os.fsdecode(b"caf\xe9.ipynb")
+    (tmp_path / "submission").mkdir()
+    (tmp_path / "submission" / name).write_text(assignments.get(FIRST).starter_path.read_text())
+    odd = "lone \udcff and \ud800, an escape \x1b[2J"
+
+    def fake_grade(path, assignment, **kwargs):
+        report = runner.Report(assignment=assignment.id, submission=str(path), device="cpu", notes=[odd])
+        report.results = [runner.CheckResult("c", "1", "t " + odd, 0.0, 1.0, False, odd, True)]
+        return report
+
+    monkeypatch.setattr(gradescope, "_prepare", lambda root: (assignments.get(FIRST), None))
+    monkeypatch.setattr(runner, "grade", fake_grade)
+    doc = gradescope.grade_submission(tmp_path)
+    jsonschema.validate(doc, SCHEMA)
+    assert gradescope.validate(doc) == []
+    text = json.dumps(doc, ensure_ascii=False) + capsys.readouterr().out
+    assert "caf?.ipynb" in text and "lone ? and ?" in text and "\\x1b[2J" in text
+    assert "\x1b" not in text and all(not 0xD800 <= ord(c) <= 0xDFFF for c in text)
