@@ -422,7 +422,7 @@ class Sandbox:
                 self._kill()
                 if current[0] is None:  # died before any student code ran: a grader problem
                     raise WorkerFailure("unavailable", f"the worker process could not start ({failure.detail})") from None
-                self.skip[current[0]] = failure.kind if failure.kind != "died" else failure.detail
+                self.skip[current[0]] = failure.kind if failure.kind == "timeout" else failure.detail or failure.kind
                 continue
             try:  # the value is a wire tree like any reply; the worker may be hostile, so check its shape
                 value = wire.decode(reply.get("value"), reply_arrays) if reply.get("event") == "done" else {}

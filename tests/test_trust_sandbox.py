@@ -280,7 +280,7 @@ def test_progress_flood_cannot_extend_a_cells_load_deadline():
     with Sandbox(cells, limits=Limits(call_timeout=2, load_timeout=1, load_total=20, wall_factor=2, wall_extra=1)) as box:
         student = Student(box, timeout=2)
         assert student.last() == 3 and student.first() == 1
-        assert list(box.skip) == [1]
+        assert list(box.skip) == [1] and "wrote to the grader's pipe" in box.skip[1]
     assert time.monotonic() - started < 6
 
 
