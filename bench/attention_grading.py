@@ -7,9 +7,10 @@ without isolation.
   * in-process baseline: every check of the assignment run in a fresh child Python against the
     reference module through `InProcessChannel` (same wire encoding, no worker process, no
     limits): roughly what a grader that runs student code in its own process (Otter-style) pays.
-The ratio isolated / in-process is the price of isolation. Best of 3 runs each.
+The ratio isolated / in-process is the price of isolation. Best of 3 runs each (`--runs N`).
+CPU seconds (grader and worker) are reported too: on a busy machine they, not wall time, compare.
 
-Run: .venv/bin/python bench/attention_grading.py
+Run: .venv/bin/python bench/attention_grading.py [--runs N]
 """
 from __future__ import annotations
 
@@ -47,9 +48,9 @@ def child(mode: str, notebook: str) -> None:
             fn(ctx)
             passed, total = passed + 1, total + 1
     wall = time.perf_counter() - start
-    self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    worker_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    print(MARKER + json.dumps({"wall": wall, "self_mb": self_kb / 1024, "worker_mb": worker_kb / 1024,
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    print(MARKER + json.dumps({"wall": wall, "self_mb": me.ru_maxrss / 1024, "worker_mb": children.ru_maxrss / 1024,
+                               "cpu": me.ru_utime + me.ru_stime, "worker_cpu": children.ru_utime + children.ru_stime,
                                "passed": passed, "total": total}))
 
 
@@ -59,16 +60,17 @@ def run(mode: str, notebook: Path) -> dict:
     return json.loads(next(line for line in out.splitlines() if line.startswith(MARKER))[len(MARKER):])
 
 
-def main() -> None:
+def main(runs: int = RUNS) -> None:
     from autograder import assignments, build
     with tempfile.TemporaryDirectory() as tmp:
         notebook = Path(tmp) / "attention.ipynb"
         notebook.write_text(build.notebook(assignments.get("attention"), "solution"))
-        results = {mode: min((run(mode, notebook) for _ in range(RUNS)), key=lambda r: r["wall"])
+        results = {mode: min((run(mode, notebook) for _ in range(runs)), key=lambda r: r["wall"])
                    for mode in ("isolated", "in-process")}
     for mode, r in results.items():
         worker = f", worker peak RSS {r['worker_mb']:.0f} MB" if mode == "isolated" else ""
-        print(f"{mode:>10}: {r['wall']:.1f} s wall ({r['passed']}/{r['total']} checks passed), "
+        cpu = f"{r['cpu']:.1f} s CPU" + (f" + worker {r['worker_cpu']:.1f} s CPU" if mode == "isolated" else "")
+        print(f"{mode:>10}: {r['wall']:.1f} s wall, {cpu} ({r['passed']}/{r['total']} checks passed), "
               f"grader peak RSS {r['self_mb']:.0f} MB{worker}")
     print(f"isolation costs {results['isolated']['wall'] / results['in-process']['wall']:.2f}x the in-process time")
 
@@ -77,4 +79,4 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3])
     else:
-        main()
+        main(int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else RUNS)

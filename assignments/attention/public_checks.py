@@ -12,7 +12,9 @@ import torch
 from autograder.checks import check
 from autograder.compare import assert_close, assert_dtype, assert_equal, assert_finite, assert_shape
 from autograder.purity import call_pure
-from autograder.torch_checks import linear_state, randn, reference_module, student_module
+from autograder.torch_checks import (
+    assert_device_agnostic, gradcheck, linear_state, randn, reference_module, student_module,
+)
 
 F32, F64 = torch.float32, torch.float64
 
@@ -32,10 +34,10 @@ def public_dot_product(t):
     expected = t.expected("out", lambda ref: ref.dot_product_attention(h, H))
     close(got[0], expected[0], "dot_product_attention(h (2, 5), H (2, 3, 5)) context")
     close(got[1], expected[1], "dot_product_attention(h (2, 5), H (2, 3, 5)) weights")
-    h, H, W = randn(t, 3, 4), randn(t, 3, 6, 5), randn(t, 4, 5, scale=30.0)
+    h, H, W = randn(t, 3, 4), randn(t, 3, 6, 5), randn(t, 4, 5, scale=300.0)
     got = call_pure(t.student.bilinear_attention, h, H, W)
     expected = t.expected("bilinear", lambda ref: ref.bilinear_attention(h, H, W))
-    what = "bilinear_attention(h (3, 4), H (3, 6, 5), W (4, 5) * 30, float64)"
+    what = "bilinear_attention(h (3, 4), H (3, 6, 5), W (4, 5) * 300, float64)"
     close(got[0], expected[0], what + " context", F64)
     close(got[1], expected[1], what + " weights", F64)
 
@@ -60,6 +62,13 @@ def public_sdpa(t):
         assert_finite(got[0], what + " output")
         close(got[0], expected[0], what + " output")
         close(got[1], expected[1], what + " weights")
+    q3, k3, v3 = q[0, 0:1].double(), k[0, 0:1].double(), v[0, 0:1].double()  # 3-D, batch of one, float64
+    got = call_pure(t.student.scaled_dot_product_attention, q3, k3, v3, mask=causal)
+    expected = t.expected("3-D", lambda ref: ref.scaled_dot_product_attention(q3, k3, v3, mask=causal))
+    close(got[0], expected[0], "scaled_dot_product_attention(q (1, 4, 5), k (1, 6, 5), v (1, 6, 7), mask=causal, "
+                               "float64) output", F64)
+    gradcheck(t.student.scaled_dot_product_attention, [q3, k3, v3, empty_row], [0, 1, 2],
+              "scaled_dot_product_attention with query 1 fully masked", output_index=0)
 
 
 @check(3, 1, "causal_mask and padding_mask: bool masks, lower-right alignment", public=True,
@@ -101,6 +110,10 @@ def public_mha(t):
         x, context, padding))
     close(call_pure(module, x, context, padding), expected,
           "MultiHeadAttention(6, 3)(x (2, 5, 6), context (2, 4, 6), padding mask (2, 1, 1, 4))")
+    state = {k: v for k, v in state.items() if not k.endswith(".bias")}
+    module = student_module(t, t.student.MultiHeadAttention, (6, 3, False), state, F32)
+    expected = t.expected("no bias", lambda ref: reference_module(ref.MultiHeadAttention(6, 3, False), state, F32)(x))
+    close(call_pure(module, x), expected, "MultiHeadAttention(6, 3, bias=False)(x (2, 5, 6))")
 
 
 @check(5, 1, "GroupedQueryAttention with 6 query heads and 2 key/value heads, causal", public=True,
@@ -114,15 +127,21 @@ def public_gqa(t):
     close(call_pure(module, x, mask), expected, "GroupedQueryAttention(12, 6, 2)(x (2, 3, 12), causal mask)")
 
 
-@check(6, 1, "sinusoidal_positions (odd d), apply_rope (positions=, base=), alibi_slopes and alibi_bias", public=True,
-       uses=("sinusoidal_positions", "apply_rope", "alibi_slopes", "alibi_bias"))
+@check(6, 1, "sinusoidal_positions (odd d), LearnedPositions, apply_rope (positions=, base=), alibi_slopes and "
+       "alibi_bias", public=True,
+       uses=("sinusoidal_positions", "LearnedPositions", "apply_rope", "alibi_slopes", "alibi_bias"))
 def public_positions(t):
     for T, d in ((5, 6), (40, 7)):
         close(t.student.sinusoidal_positions(T, d),
               t.expected(f"sinusoidal{T, d}", lambda ref: ref.sinusoidal_positions(T, d)), f"sinusoidal_positions({T}, {d})")
+    state = {"table.weight": randn(t, 7, 4, dtype=F32)}
+    module = student_module(t, t.student.LearnedPositions, (7, 4), state, F32)
+    x = randn(t, 2, 5, 4, dtype=F32)
+    expected = t.expected("learned", lambda ref: reference_module(ref.LearnedPositions(7, 4), state, F32)(x))
+    close(call_pure(module, x), expected, "LearnedPositions(7, 4)(x (2, 5, 4))")
     x = randn(t, 2, 3, 5, 4)
-    positions = torch.tensor([6, 0, 2, 130, 9])
-    for label, kwargs in (("", {}), (", positions=tensor([6, 0, 2, 130, 9]), base=100.0",
+    positions = torch.tensor([6, 0, 2, 3000, 9])
+    for label, kwargs in (("", {}), (", positions=tensor([6, 0, 2, 3000, 9]), base=100.0",
                                      {"positions": positions, "base": 100.0})):
         got = call_pure(t.student.apply_rope, x, **kwargs)
         close(got, t.expected(f"rope{label}", lambda ref: ref.apply_rope(x, **kwargs)), f"apply_rope(x (2, 3, 5, 4){label})",
@@ -134,8 +153,10 @@ def public_positions(t):
                  "alibi_bias(4, 3, 5)", rtol=1e-6)
 
 
-@check(7, 1, "float64 in, float64 out: MultiHeadAttention and sinusoidal_positions(dtype=torch.float64)", public=True,
-       uses=("MultiHeadAttention", "sinusoidal_positions"), needs=("scaled_dot_product_attention",))
+@check(7, 1, "float64 in, float64 out: MultiHeadAttention and sinusoidal_positions(dtype=torch.float64); "
+       "no tensor on a fixed device", public=True,
+       uses=("MultiHeadAttention", "sinusoidal_positions", "LearnedPositions", "causal_mask"),
+       needs=("scaled_dot_product_attention",))
 def public_float64(t):
     state = _mha_state(t, 6)
     x = randn(t, 2, 5, 6)
@@ -146,3 +167,10 @@ def public_float64(t):
     close(t.student.sinusoidal_positions(300, 6, dtype=dtype),
           t.expected("sinusoidal", lambda ref: ref.sinusoidal_positions(300, 6, dtype=F64)),
           "sinusoidal_positions(300, 6, dtype=torch.float64)", F64)
+    # On the meta device (shapes, no data) a tensor created without device= shows up; this can only fail.
+    x32, mask = x.float(), torch.ones(5, 5, dtype=torch.bool).tril()
+    assert_device_agnostic(t.student.MultiHeadAttention(6, 3), [x32], "MultiHeadAttention(6, 3)(x)")
+    assert_device_agnostic(t.student.MultiHeadAttention(6, 3), [x32, None, mask], "MultiHeadAttention(6, 3)(x, None, mask)")
+    assert_device_agnostic(t.student.LearnedPositions(7, 6), [x32], "LearnedPositions(7, 6)(x)")
+    assert_device_agnostic(t.student.causal_mask, [3, 5], "causal_mask(3, 5, device=...)", device_arg="device",
+                           follows_dtype=False)
