@@ -110,11 +110,12 @@ def check_notebook(path: str = "", assignment: str | None = None, question: int 
 
 def infer_assignment(path: Path) -> str:
     """The assignment a notebook is for: its lmgrade metadata, else its file name."""
+    from autograder.extract import NotebookError, parse_notebook
     try:
-        meta = json.loads(Path(path).read_text(errors="replace")).get("metadata", {}).get("lmgrade", {})
+        meta = parse_notebook(Path(path).read_bytes()).get("metadata", {}).get("lmgrade", {})
         if isinstance(meta, dict) and meta.get("assignment") in IDS:
             return meta["assignment"]
-    except (OSError, ValueError, AttributeError):
+    except (OSError, NotebookError, AttributeError):
         pass
     for assignment_id in IDS:
         if assignment_id in Path(path).stem:
