@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.checks import check
+from autograder.checks import check, reference_result
 from autograder.compare import as_array, assert_close, assert_dtype, assert_equal, assert_shape, parts
 from autograder.errors import CheckFailed
 from autograder.perplexity import assert_perplexity
@@ -50,6 +50,19 @@ Q8_MIN_ACCURACY = 0.90
 
 def name_of(dtype) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+def one_thread(fn):
+    """Run fn with one torch thread: these small recurrent steps only lose time to threading, much more so
+    on a busy machine (the worker has one thread too)."""
+    def wrapped(*args, **kwargs):
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            torch.set_num_threads(threads)
+    return wrapped
 
 
 # ---- modules with the grader's weights --------------------------------------------------------
@@ -560,3 +573,546 @@ def train_lm_repeatable(t):
         runs.append(t.student.train_lm(model, stream, steps=6, lr=0.1, batch_size=2, bptt=5, clip=1.0))
     assert_close(as_array(runs[1], "train_lm losses")[0], as_array(runs[0], "train_lm losses")[0],
                  "train_lm twice from the same weights: the losses of the second run", rtol=0, atol=0)
+
+
+# ---- Q5: gradient norms through time ----------------------------------------------------------
+BUILTIN_CELL = {"rnn": nn.RNNCell, "lstm": nn.LSTMCell, "gru": nn.GRUCell}
+
+
+def true_grad_norms(kind: str, weights: dict, x, state) -> torch.Tensor:
+    """The grader's norms of d(sum h_T)/d h_t, with PyTorch's own cell holding the same weights (float64)."""
+    d, H = x.shape[-1], weights["weight_hh"].shape[1]
+    cell = BUILTIN_CELL[kind](d, H, dtype=F64)
+    with torch.no_grad():
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            getattr(cell, name).copy_(weights[name])
+    x = x.double()
+    if state is None:
+        zeros = x.new_zeros(x.shape[0], H)
+        state = (zeros, zeros) if kind == "lstm" else zeros
+    else:
+        state = tuple(s.double() for s in state) if kind == "lstm" else state.double()
+    hs = []
+    for step in range(x.shape[1]):
+        state = cell(x[:, step], state)
+        hs.append(state[0] if kind == "lstm" else state)
+    grads = torch.autograd.grad(hs[-1].sum(), hs)
+    return torch.stack([g.norm() for g in grads])
+
+
+@check(5, 3, "hidden_grad_norms against PyTorch's cells: tanh RNN at small and large W_hh, LSTM, GRU, a given state, T = 1",
+       uses=("hidden_grad_norms",), needs=("RNNCell", "LSTMCell", "GRUCell"),
+       hint="keep every state h_t of the loop (not the stacked outputs), L = h_T.sum(), torch.autograd.grad(L, states), "
+            "one norm per state over the whole (B, H) gradient.")
+def hidden_grad_norms_hidden(t):
+    B, T, d, H = 3, 9, 4, 5
+    cases = []
+    for kind, scale in (("rnn", 1.0), ("rnn", 4.0), ("lstm", 1.0), ("gru", 1.0)):
+        weights = cell_weights(t, kind, d, H)
+        weights["weight_hh"] = weights["weight_hh"] * scale
+        cases.append((kind, scale, weights))
+    for kind, scale, weights in cases:
+        if kind == "gru":
+            try:
+                t.student.GRUCell(d, H)(randn(t, 1, d, dtype=F32), randn(t, 1, H, dtype=F32))
+            except StudentError:
+                continue  # extra credit not attempted: its norms are not asked for
+        cell = make_module(t, getattr(t.student, CELL[kind]), (d, H), weights, F64)
+        for label, state, steps in (("no state", None, T), ("a state", random_state(t, kind, B, H, F64), T),
+                                    ("T = 1", None, 1)):
+            x = randn(t, B, steps, d)
+            what = f"hidden_grad_norms({CELL[kind]}({d}, {H}) with W_hh scaled by {scale}, x ({B}, {steps}, {d}), {label})"
+            args = (cell, x) if state is None else (cell, x, state)
+            got = call_pure(t.student.hidden_grad_norms, *args, what=what)
+            assert_shape(output(got, None, what), (steps,), what)
+            assert_dtype(got, "float64", what + " (float64 inputs and weights)")
+            assert_close(got, true_grad_norms(kind, weights, x, state), what, rtol=1e-6, atol=1e-12)
+
+
+# ---- Q6: decoding on grader-made table models -------------------------------------------------
+DECODE_USES = ("greedy_decode", "sample", "beam_search")
+
+
+def next_logprobs(table: np.ndarray, seq: list) -> np.ndarray:
+    """log p(next | seq) of the TableModel: logits table[seq[-2], seq[-1]] (a lone token is its own predecessor)."""
+    logits = table[seq[-2] if len(seq) > 1 else seq[-1], seq[-1]]
+    shifted = logits - logits.max()
+    return shifted - np.log(np.exp(shifted).sum())
+
+
+def seq_logprob(table, prefix: list, tokens: list) -> float:
+    total, seq = 0.0, list(prefix)
+    for token in tokens:
+        total += float(next_logprobs(table, seq)[token])
+        seq.append(token)
+    return total
+
+
+def grader_greedy(table, prefix, max_len, eos) -> list:
+    seq, out = list(prefix), []
+    for _ in range(max_len):
+        token = int(np.argmax(next_logprobs(table, seq)))
+        out.append(token)
+        seq.append(token)
+        if token == eos:
+            break
+    return out
+
+
+def all_hypotheses(V: int, max_len: int, eos: int) -> list:
+    """Every finished sequence: ending in eos within max_len tokens, or max_len tokens without eos."""
+    out, frontier = [], [[]]
+    for length in range(1, max_len + 1):
+        frontier = [s + [v] for s in frontier for v in range(V)]
+        out += [s for s in frontier if s[-1] == eos]
+        frontier = [s for s in frontier if s[-1] != eos]
+    return out + frontier
+
+
+def random_table(t, V: int, scale: float = 1.5) -> np.ndarray:
+    return t.rng.standard_normal((V, V, V)) * scale
+
+
+def token_list(value, what: str) -> list:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise CheckFailed(f"{what} should return a list of ints (token ids), got {type(value).__name__} "
+                          f"{str(value)[:80]}")
+    return list(value)
+
+
+@check(6, 2, "greedy_decode: whole sequences on random table models, stopping at </s> (eos 0 or 4), max_len, "
+             "prefixes of 1 and 3 tokens", uses=("greedy_decode",),
+       hint="feed the prefix once, then one token at a time with the returned state; stop right after eos_id.")
+def greedy_hidden(t):
+    for trial in range(6):
+        V, eos = 5, (4 if trial % 2 else 0)
+        table = random_table(t, V)
+        if trial == 2:
+            table[:, :, eos] = -5.0  # never ends: max_len cuts it
+        if trial == 3:
+            table[3, 3, eos] = 9.0  # ends at once
+        prefix = [3] if trial in (2, 3) else [int(v) for v in t.rng.integers(0, V, size=3)]
+        for max_len in (1, 6):
+            what = f"greedy_decode(TableModel(table {trial}), prefix={prefix}, max_len={max_len}, eos_id={eos})"
+            got = token_list(call_pure(t.student.greedy_decode, t.student.TableModel(torch.from_numpy(table)), prefix,
+                                       max_len, eos, what=what), what)
+            assert_equal(got, grader_greedy(table, prefix, max_len, eos), what)
+
+
+def chi_square_pvalue(counts: np.ndarray, probs: np.ndarray) -> tuple[float, int]:
+    """Pearson's test of counts against probs, bins with expected count < 5 merged into one."""
+    n = counts.sum()
+    expected = probs * n
+    big = expected >= 5
+    obs = list(counts[big]) + ([counts[~big].sum()] if (~big).any() else [])
+    exp = list(expected[big]) + ([expected[~big].sum()] if (~big).any() else [])
+    obs, exp = np.array(obs, dtype=float), np.array(exp, dtype=float)
+    stat = float(((obs - exp) ** 2 / np.maximum(exp, 1e-300)).sum())
+    df = len(obs) - 1
+    return float(torch.special.gammaincc(torch.tensor(df / 2, dtype=F64), torch.tensor(stat / 2, dtype=F64))), df
+
+
+SAMPLES = 1500
+SAMPLE_ALPHA = 1e-6  # a correct sampler fails one of these tests once in a million seed sets
+
+
+@check(6, 3, f"sample: whole sequences follow softmax(logits / T) for T = 1, 0.5 and 2 ({SAMPLES} seeds, chi-square "
+             f"at p < {SAMPLE_ALPHA:g}); a seed gives one reproducible sequence", uses=("sample",),
+       hint="one torch.Generator().manual_seed(seed) per call (not per step), probabilities softmax(logits / "
+            "temperature), torch.multinomial(probs, 1, generator=g); stop after eos_id.")
+def sample_hidden(t):
+    V, eos, max_len, prefix = 4, 3, 3, [1, 2]
+    table = random_table(t, V, 1.0)
+    model = t.student.TableModel(torch.from_numpy(table))
+    hypotheses = all_hypotheses(V, max_len, eos)
+    index = {tuple(h): i for i, h in enumerate(hypotheses)}
+    for temperature in (1.0, 0.5, 2.0):
+        scaled = table / temperature
+        probs = np.exp([seq_logprob(scaled, prefix, h) for h in hypotheses])
+        base = 1000 * int(temperature * 10)
+        calls = [(model, prefix, max_len, eos, temperature, base + s) for s in range(SAMPLES)]
+        got = t.student.sample.map(calls, timeout=120)
+        counts = np.zeros(len(hypotheses))
+        for seq in got:
+            key = tuple(token_list(seq, f"sample(TableModel, {prefix}, {max_len}, {eos}, temperature={temperature})"))
+            if key not in index:
+                raise CheckFailed(f"sample(..., max_len={max_len}, eos_id={eos}, temperature={temperature}) returned "
+                                  f"{list(key)}: not a possible output (longer than max_len, or going on after eos_id)")
+            counts[index[key]] += 1
+        p, df = chi_square_pvalue(counts, probs)
+        if p < SAMPLE_ALPHA:
+            worst = int(np.argmax(np.abs(counts - probs * SAMPLES) / np.sqrt(probs * SAMPLES + 1)))
+            raise CheckFailed(
+                f"sample(TableModel, prefix={prefix}, max_len={max_len}, eos_id={eos}, temperature={temperature}) "
+                f"over seeds {base}..{base + SAMPLES - 1}: the frequencies of whole sequences do not follow the model "
+                f"(chi-square p = {p:.2g} with {df} degrees of freedom). E.g. {hypotheses[worst]} came "
+                f"{int(counts[worst])} times, expected about {probs[worst] * SAMPLES:.0f}. Check the temperature "
+                "(divide the logits by it) and that the generator is created once per call.")
+    what = f"sample(TableModel, {prefix}, 6, {eos}, temperature=1.0, seed=11)"
+    first = call_twice(t.student.sample, model, prefix, 6, eos, temperature=1.0, seed=11, what=what)
+    assert_equal(token_list(t.student.sample(model, prefix, 6, eos, seed=11), what), token_list(first, what),
+                 f"sample(TableModel, {prefix}, 6, {eos}, seed=11) (temperature left at its default, 1.0) vs {what}")
+    assert_equal(token_list(t.student.sample(model, prefix, 6, eos), what),
+                 token_list(t.student.sample(model, prefix, 6, eos, 1.0, 0), what),
+                 f"sample(TableModel, {prefix}, 6, {eos}) (defaults) vs the same with temperature=1.0, seed=0")
+
+
+def beam_list(value, what: str, beam_size: int) -> list:
+    if not isinstance(value, (list, tuple)) or not value:
+        raise CheckFailed(f"{what} should return a non-empty list of (tokens, score) pairs, got {str(value)[:80]}")
+    if len(value) > beam_size:
+        raise CheckFailed(f"{what} returned {len(value)} hypotheses, more than beam_size = {beam_size}")
+    out = []
+    for item in value:
+        if not isinstance(item, (list, tuple)) or len(item) != 2:
+            raise CheckFailed(f"{what}: each hypothesis should be a pair (tokens, score), got {str(item)[:80]}")
+        tokens = token_list(item[0], what + " tokens")
+        out.append((tokens, float(as_array(item[1], what + " score")[0])))
+    return out
+
+
+def assert_beams_consistent(beams, table, prefix, max_len, eos, alpha, what):
+    """Every returned score is the grader's normalized log-probability of its tokens; order and endings."""
+    for tokens, score in beams:
+        if not tokens or len(tokens) > max_len or (eos in tokens[:-1]) or (tokens[-1] != eos and len(tokens) < max_len):
+            raise CheckFailed(f"{what} returned the hypothesis {tokens}: a hypothesis ends at its first eos_id ({eos}) "
+                              f"or after max_len ({max_len}) tokens, never elsewhere")
+        expected = seq_logprob(table, prefix, tokens) / len(tokens) ** alpha
+        assert_close(score, expected, f"{what}: the score of {tokens} (log-probability / {len(tokens)}^{alpha})",
+                     rtol=1e-6, atol=1e-9)
+    scores = [s for _, s in beams]
+    if any(a < b - 1e-9 for a, b in zip(scores, scores[1:])):
+        raise CheckFailed(f"{what}: hypotheses are not sorted by score, best first: {[round(s, 4) for s in scores]}")
+    if len({tuple(tokens) for tokens, _ in beams}) != len(beams):
+        raise CheckFailed(f"{what}: the same hypothesis is returned twice")
+
+
+@check(6, 1.5, "beam_search of width 1 equals greedy decoding (alpha 0 and 1)", uses=("beam_search",))
+def beam_width_one(t):
+    for trial in range(4):
+        V, eos = 5, trial % 5
+        table = random_table(t, V)
+        prefix = [int(v) for v in t.rng.integers(0, V, size=2)]
+        for alpha in (0.0, 1.0):
+            what = f"beam_search(TableModel(table {trial}), {prefix}, beam_size=1, max_len=5, eos_id={eos}, alpha={alpha})"
+            beams = beam_list(call_pure(t.student.beam_search, t.student.TableModel(torch.from_numpy(table)), prefix, 1,
+                                        5, eos, alpha=alpha, what=what), what, 1)
+            greedy = grader_greedy(table, prefix, 5, eos)
+            assert_equal(beams[0][0], greedy, what + ": the hypothesis (greedy decoding's)")
+            assert_beams_consistent(beams, table, prefix, 5, eos, alpha, what)
+
+
+@check(6, 2.5, "beam_search as wide as every sequence finds the exhaustive optimum; length normalization "
+               "(alpha 0, 0.6, 1) changes the winner as stated", uses=("beam_search",),
+       hint="rank the FINISHED hypotheses by log-probability / len(tokens)**alpha (len counts </s>); prune the open "
+            "ones by plain log-probability.")
+def beam_exhaustive(t):
+    V, eos, max_len, prefix = 4, 3, 4, [0]
+    everything = all_hypotheses(V, max_len, eos)
+    winners = set()
+    for trial in range(2):
+        table = random_table(t, V)
+        table[:, :, eos] -= 0.8  # long and short outputs compete
+        for alpha in (0.0, 0.6, 1.0):
+            ranked = sorted(((seq_logprob(table, prefix, h) / len(h) ** alpha, h) for h in everything), reverse=True)
+            width = len(everything) + 4
+            what = f"beam_search(TableModel(table {trial}), {prefix}, beam_size={width}, max_len={max_len}, eos_id={eos}, alpha={alpha})"
+            beams = beam_list(call_pure(t.student.beam_search, t.student.TableModel(torch.from_numpy(table)), prefix,
+                                        width, max_len, eos, alpha=alpha, what=what), what, width)
+            assert_beams_consistent(beams, table, prefix, max_len, eos, alpha, what)
+            assert_equal(beams[0][0], ranked[0][1], what + ": the best hypothesis (found by trying every sequence)")
+            top = min(5, len(beams))
+            assert_equal([b[0] for b in beams[:top]], [h for _, h in ranked[:top]], what + f": the {top} best hypotheses")
+            winners.add((trial, tuple(ranked[0][1]), alpha))
+    what = f"beam_search(TableModel, [1, 2], beam_size=3, max_len=5, eos_id=2) (alpha left at its default, 1.0)"
+    table = random_table(t, 5)
+    model = t.student.TableModel(torch.from_numpy(table))
+    beams = beam_list(t.student.beam_search(model, [1, 2], 3, 5, 2), what, 3)
+    assert_beams_consistent(beams, table, [1, 2], 5, 2, 1.0, what)
+
+
+# ---- Q7: Shakespeare ----------------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def char_data() -> tuple:
+    """Lowercased characters of the plays: vocabulary and id streams (the test plays never leave the grader)."""
+    from autograder.data import shakespeare
+    train = shakespeare.text("train").lower()
+    vocab = sorted(set(train))
+    index = {ch: i for i, ch in enumerate(vocab)}
+    need = Q7_SETTINGS["steps"] * Q7_SETTINGS["batch_size"] * Q7_SETTINGS["bptt"] + Q7_SETTINGS["batch_size"]
+    train_ids = torch.tensor([index[ch] for ch in train[:need]], dtype=torch.int64)
+    test_ids = torch.tensor([index[ch] for ch in shakespeare.text("test").lower()], dtype=torch.int64)
+    return vocab, train_ids, test_ids
+
+
+def q7_init(ref, V: int) -> dict:
+    """The grader's initial weights (float32), the same for every submission."""
+    torch.manual_seed(Q7_INIT_SEED)
+    model = ref.RNNLM(V, Q7_MODEL["emb_dim"], Q7_MODEL["hidden_size"], layer=ref.LSTMLayer)
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+@one_thread
+def test_perplexity(state: dict, test_ids: torch.Tensor) -> float:
+    """The grader's own forward (nn.LSTM with the returned weights) over the test plays in 16 streams."""
+    V, E = state["embedding.weight"].shape
+    H = state["rnn.cell.weight_hh"].shape[1]
+    lstm = builtin_layer("lstm", {k: v.double() for k, v in state.items()}, E, H, "rnn.cell.").float()
+    data = test_ids[: (len(test_ids) // 16) * 16].view(16, -1)
+    with torch.no_grad():
+        out, _ = lstm(state["embedding.weight"].float()[data[:, :-1]])
+        logits = out @ state["proj.weight"].float().T + state["proj.bias"].float()
+        nll = F.cross_entropy(logits.reshape(-1, V).double(), data[:, 1:].reshape(-1))
+    return math.exp(float(nll))
+
+
+@reference_result("q7-shakespeare")
+@one_thread
+def reference_q7(ref) -> float:
+    """The reference's own training with the grader's weights and settings, scored like a submission."""
+    vocab, train_ids, test_ids = char_data()
+    model = ref.RNNLM(len(vocab), Q7_MODEL["emb_dim"], Q7_MODEL["hidden_size"], layer=ref.LSTMLayer)
+    model.load_state_dict(q7_init(ref, len(vocab)))
+    ref.train_lm(model, train_ids, **Q7_SETTINGS)
+    return test_perplexity(model.state_dict(), test_ids)
+
+
+def checked_state(state, expected: dict, what: str) -> dict:
+    if not isinstance(state, dict):
+        raise CheckFailed(f"{what}: model.state_dict() should be a dict, got {type(state).__name__}")
+    out = {}
+    for name, value in expected.items():
+        if name not in state:
+            raise CheckFailed(f"{what}: the trained model has no parameter `{name}` (keep the names set in __init__)")
+        got = output(state[name], None, f"{what}: `{name}`")
+        if tuple(got.shape) != tuple(value.shape):
+            raise CheckFailed(f"{what}: `{name}` has shape {tuple(got.shape)}, expected {tuple(value.shape)}")
+        if not bool(torch.isfinite(got).all()):
+            raise CheckFailed(f"{what}: `{name}` has NaN or infinite values after training: training diverged.")
+        out[name] = got.detach().float()
+    return out
+
+
+@check(7, 5, "train_lm trains an LSTM RNNLM on Shakespeare: the grader's test-play perplexity of the weights",
+       timeout=240, uses=("train_lm",), needs=("RNNLM", "LSTMLayer", "LSTMCell", "batchify", "get_chunk",
+                                                 "detach_state", "clip_grad_norm"))
+def shakespeare_lstm(t):
+    vocab, train_ids, test_ids = char_data()
+    V = len(vocab)
+    init = q7_init(t.ref, V)
+    layer = t.student.LSTMLayer.get()
+    model = make_module(t, t.student.RNNLM, (V, Q7_MODEL["emb_dim"], Q7_MODEL["hidden_size"]), init, F32, layer=layer)
+    settings = ", ".join(f"{k}={v}" for k, v in Q7_SETTINGS.items())
+    what = f"train_lm(RNNLM({V}, 32, 128, layer=LSTMLayer), Shakespeare train characters ({len(train_ids)},), {settings})"
+    losses = as_array(t.student.train_lm(model, t.student.put(train_ids, "the training characters"), **Q7_SETTINGS),
+                      what + " losses")[0]
+    if losses.shape != (Q7_SETTINGS["steps"],):
+        raise CheckFailed(f"{what}: expected {Q7_SETTINGS['steps']} losses, got shape {losses.shape}")
+    state = checked_state(model.state_dict(), init, what)
+    ppl = test_perplexity(state, test_ids)
+    if not math.isfinite(ppl) or ppl > 2 * V:
+        raise CheckFailed(f"{what}: the trained weights give perplexity {ppl:.3g} on the test plays, worse than "
+                          f"guessing uniformly among {V} characters: training went uphill or diverged.")
+    reference = t.cached("q7-shakespeare", lambda: reference_q7(t.ref))
+    if ppl < reference * 0.7:
+        raise CheckFailed(f"{what}: perplexity {ppl:.3f} on the test plays, far below what these settings reach "
+                          f"({reference:.3f}); the grader does not trust it.")
+    t.note(assert_perplexity(ppl, reference * (1 + PPL_MARGIN), "Your trained LSTM on the test plays (per character)"))
+
+
+# ---- Q8: encoder-decoder with attention ---------------------------------------------------------
+S2S_USES = ("AdditiveAttention", "Seq2Seq")
+S2S_NEEDS = ("LSTMLayer", "LSTMCell")
+
+
+def attention_weights(t, Hq: int, Hk: int, A: int) -> dict:
+    return {"query_proj.weight": randn(t, A, Hq, dtype=F32, scale=Hq ** -0.5),
+            "key_proj.weight": randn(t, A, Hk, dtype=F32, scale=Hk ** -0.5),
+            "key_proj.bias": randn(t, A, dtype=F32, scale=0.3), "score.weight": randn(t, 1, A, dtype=F32)}
+
+
+def true_attention(w: dict, query, keys, mask):
+    w = {k: v.double() for k, v in w.items()}
+    hidden = torch.tanh((query.double() @ w["query_proj.weight"].T)[:, None]
+                        + keys.double() @ w["key_proj.weight"].T + w["key_proj.bias"])  # (B, S, A)
+    scores = (hidden @ w["score.weight"].T)[..., 0]  # (B, S)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -math.inf)
+    weights = torch.softmax(scores, dim=-1)
+    return torch.einsum("bs,bsh->bh", weights, keys.double()), weights
+
+
+def length_mask(lengths, S: int) -> torch.Tensor:
+    return torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]
+
+
+@check(8, 2, "AdditiveAttention against the formula: masks, batch of one, one source position, float32 and float64",
+       uses=("AdditiveAttention",),
+       hint="scores (B, S) = score(tanh(query_proj(query)[:, None, :] + key_proj(keys))); mask before a softmax over "
+            "the source positions (dim=-1); context = weights-weighted sum of the keys.")
+def attention_hidden(t):
+    Hq, Hk, A = 3, 4, 5
+    w = attention_weights(t, Hq, Hk, A)
+    for dtype in DTYPES:
+        module = make_module(t, t.student.AdditiveAttention, (Hq, Hk, A), w, dtype)
+        for B, S, lengths in ((3, 6, [6, 2, 4]), (3, 6, None), (1, 1, [1]), (2, 7, [1, 7])):
+            query, keys = randn(t, B, Hq, dtype=dtype), randn(t, B, S, Hk, dtype=dtype)
+            mask = None if lengths is None else length_mask(lengths, S)
+            what = (f"AdditiveAttention({Hq}, {Hk}, {A})(query ({B}, {Hq}), keys ({B}, {S}, {Hk}), "
+                    f"{'no mask' if mask is None else f'lengths {lengths}'}, {name_of(dtype)})")
+            context, weights = parts(call_pure(module, query, keys, mask, what=what), 2, what)
+            expected_context, expected_weights = true_attention(w, query, keys, mask)
+            assert_shape(output(weights, None, what), (B, S), what + " weights")
+            assert_close_mod(weights, expected_weights, what + " weights", dtype)
+            assert_close_mod(context, expected_context, what + " context", dtype)
+            if mask is not None and bool((output(weights, None, what)[~mask] != 0).any()):
+                raise CheckFailed(f"{what}: padded positions got a non-zero weight; mask the scores before the softmax")
+
+
+@check(8, 1, "AdditiveAttention gradients (gradcheck w.r.t. query and keys, and every parameter, float64)",
+       uses=("AdditiveAttention",))
+def attention_gradients(t):
+    w = attention_weights(t, 3, 4, 5)
+    module = make_module(t, t.student.AdditiveAttention, (3, 4, 5), w, F64)
+    query, keys, mask = randn(t, 2, 3), randn(t, 2, 6, 4), length_mask([6, 3], 6)
+    gradcheck(module, [query, keys, mask], [0, 1], "AdditiveAttention(3, 4, 5) context", output_index=0)
+    ref = t.ref.AdditiveAttention(3, 4, 5)
+    ref.load_state_dict(w)
+    assert_param_grads(module, ref.double(), [query, keys, mask], "AdditiveAttention(3, 4, 5)", rng=t.rng,
+                       output_index=0)
+
+
+def s2s_weights(ref, seed: int, emb_dim: int, hidden_size: int, attn_size: int, eos_bias: float = 0.0) -> dict:
+    torch.manual_seed(seed)
+    model = ref.Seq2Seq(S2S_VOCAB, emb_dim, hidden_size, attn_size)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    state["out.bias"][EOS] += eos_bias
+    return state
+
+
+def s2s_reference(ref, state: dict, dtype=F64, **dims):
+    model = ref.Seq2Seq(S2S_VOCAB, **dims)
+    model.load_state_dict(state)
+    return model.to(dtype)
+
+
+def digit_pairs(rng, n: int, max_len: int = S2S_MAX) -> tuple:
+    """Random digit strings of length 3..max_len and their reversals, padded (the toy task)."""
+    lengths = rng.integers(3, max_len + 1, size=n)
+    src = torch.zeros(n, max_len, dtype=torch.int64)
+    tgt = torch.zeros(n, max_len + 1, dtype=torch.int64)
+    for row, length in enumerate(lengths):
+        digits = torch.from_numpy(rng.integers(0, 10, size=int(length))) + DIGIT0
+        src[row, :length] = digits
+        tgt[row, :length] = digits.flip(0)
+        tgt[row, length] = EOS
+    return src, tgt
+
+
+SMALL = dict(emb_dim=5, hidden_size=6, attn_size=4)
+
+
+@check(8, 2, "Seq2Seq forward: logits and attention weights (B, T, S) against the reference with the same weights; "
+             "every parameter's gradient", uses=S2S_USES, needs=S2S_NEEDS,
+       hint="decoder step i: attend with the current h, run the decoder cell on [embedding of tgt_in[:, i]; context], "
+            "logits from out([new h; context]); start from the encoder's final (h, c).")
+def seq2seq_forward_hidden(t):
+    state = s2s_weights(t.ref, t.seed % 1000, **SMALL)
+    ref = s2s_reference(t.ref, state, **SMALL)
+    src, tgt = digit_pairs(t.rng, 3, 5)
+    tgt_in = torch.cat([torch.full((3, 1), BOS), tgt[:, :-1]], dim=1)
+    for dtype in DTYPES:
+        model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, dtype)
+        what = f"Seq2Seq(13, 5, 6, 4)(src (3, 5) padded, src_mask, tgt_in (3, 6), {name_of(dtype)})"
+        logits, weights = parts(call_pure(model, src, src != PAD, tgt_in, what=what), 2, what)
+        with torch.no_grad():
+            expected_logits, expected_weights = ref(src, src != PAD, tgt_in)
+        assert_shape(output(weights, None, what), (3, 6, 5), what + " attention weights")
+        assert_close_mod(weights, expected_weights, what + " attention weights", dtype)
+        assert_close_mod(logits, expected_logits, what + " logits", dtype)
+    model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F64)
+    assert_param_grads(model, ref, [src, src != PAD, tgt_in], "Seq2Seq(13, 5, 6, 4)", rng=t.rng, output_index=0)
+
+
+@check(8, 2, "train_seq2seq exact steps: one, two, and a third that wraps around to the first batch", uses=S2S_USES +
+       ("train_seq2seq",), needs=S2S_NEEDS + ("clip_grad_norm",),
+       hint="decoder inputs [BOS] + tgt[:, :-1]; cross-entropy with ignore_index=PAD (mean over real targets); "
+            "Adam; clip_grad_norm(model.parameters(), clip); step k uses rows k*batch_size % N onwards.")
+def train_seq2seq_exact(t):
+    state = s2s_weights(t.ref, t.seed % 1000, **SMALL)
+    src, tgt = digit_pairs(t.rng, 8, 5)
+    for steps, clip in ((1, 1e6), (2, 1e6), (3, 0.2)):
+        settings = dict(steps=steps, lr=0.05, batch_size=4, clip=clip)
+        text = ", ".join(f"{k}={v}" for k, v in settings.items())
+        what = f"train_seq2seq(Seq2Seq(13, 5, 6, 4), src (8, 5), tgt (8, 6), {text})"
+        model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F64)
+        losses = as_array(call_pure(t.student.train_seq2seq, model, src, tgt, what=what, **settings), what)[0]
+        ref = s2s_reference(t.ref, state, **SMALL)
+        expected = t.ref.train_seq2seq(ref, src, tgt, **settings)
+        assert_close(losses, np.array(expected), f"{what}: the loss of each step", rtol=1e-7, atol=1e-9)
+        got = checked_state(model.state_dict(), ref.state_dict(), what)
+        for name, value in ref.state_dict().items():
+            assert_close(model.state_dict()[name], value, f"{what}: `{name}` after training", rtol=1e-6, atol=1e-9)
+        del got
+
+
+@check(8, 1, "greedy_translate: the reference's greedy outputs on a random model, cut at </s>", uses=S2S_USES +
+       ("greedy_translate",), needs=S2S_NEEDS)
+def greedy_translate_hidden(t):
+    state = s2s_weights(t.ref, t.seed % 1000, eos_bias=1.5, **SMALL)
+    src, _ = digit_pairs(t.rng, 6, 5)
+    model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F64)
+    for max_len in (7, 1):
+        what = f"greedy_translate(Seq2Seq(13, 5, 6, 4) with random weights, src (6, 5) padded, max_len={max_len})"
+        got = call_pure(t.student.greedy_translate, model, src, max_len, what=what)
+        expected = t.ref.greedy_translate(s2s_reference(t.ref, state, **SMALL), src, max_len)
+        if not isinstance(got, list) or len(got) != len(expected):
+            raise CheckFailed(f"{what} should return a list of {len(expected)} lists of ids")
+        assert_equal([token_list(row, what) for row in got], expected, what)
+
+
+def q8_reference_accuracy(ref) -> float:
+    return q8_accuracy_of(ref, np.random.default_rng(2024))
+
+
+def q8_accuracy_of(module, rng, make=None) -> float:
+    """Train module's Seq2Seq with module's train_seq2seq on fresh data, greedy-translate fresh sources."""
+    state = s2s_weights(module, 11, **Q8_MODEL)
+    model = module.Seq2Seq(S2S_VOCAB, **Q8_MODEL)
+    model.load_state_dict(state)
+    src, tgt = digit_pairs(rng, Q8_SETTINGS["steps"] * Q8_SETTINGS["batch_size"])
+    module.train_seq2seq(model, src, tgt, **Q8_SETTINGS)
+    test_src, test_tgt = digit_pairs(rng, Q8_EVAL)
+    return exact_match(module.greedy_translate(model, test_src, S2S_MAX + 1), test_tgt)
+
+
+def exact_match(predicted, tgt) -> float:
+    expected = [row[:row.index(EOS)] for row in tgt.tolist()]
+    return sum(list(p) == e for p, e in zip(predicted, expected)) / len(expected)
+
+
+@check(8, 3, f"reverse digit strings: trained by your train_seq2seq, exact match on {Q8_EVAL} fresh examples "
+             f"the grader draws (at least {Q8_MIN_ACCURACY:.0%})", timeout=180,
+       uses=S2S_USES + ("train_seq2seq", "greedy_translate"), needs=S2S_NEEDS + ("clip_grad_norm",))
+def seq2seq_reversal(t):
+    rng = np.random.default_rng([t.seed, t.submission_seed])
+    state = s2s_weights(t.ref, 11, **Q8_MODEL)
+    model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, *Q8_MODEL.values()), state, F32)
+    src, tgt = digit_pairs(rng, Q8_SETTINGS["steps"] * Q8_SETTINGS["batch_size"])
+    settings = ", ".join(f"{k}={v}" for k, v in Q8_SETTINGS.items())
+    what = f"train_seq2seq(Seq2Seq(13, 16, 32, 24), {len(src)} digit strings and their reversals, {settings})"
+    losses = as_array(t.student.train_seq2seq(model, t.student.put(src, "sources"), t.student.put(tgt, "targets"),
+                                              **Q8_SETTINGS), what + " losses")[0]
+    if losses.shape != (Q8_SETTINGS["steps"],) or not np.isfinite(losses).all():
+        raise CheckFailed(f"{what}: expected {Q8_SETTINGS['steps']} finite losses, got shape {losses.shape}")
+    test_src, test_tgt = digit_pairs(rng, Q8_EVAL)
+    predicted = t.student.greedy_translate(model, test_src, S2S_MAX + 1)
+    if not isinstance(predicted, list) or len(predicted) != Q8_EVAL:
+        raise CheckFailed(f"greedy_translate(trained model, {Q8_EVAL} fresh sources, {S2S_MAX + 1}) should return "
+                          f"{Q8_EVAL} lists of ids")
+    accuracy = exact_match([token_list(p, "greedy_translate") for p in predicted], test_tgt)
+    line = f"exact match on {Q8_EVAL} fresh digit strings: {accuracy:.1%} (at least {Q8_MIN_ACCURACY:.0%} needed)"
+    if accuracy < Q8_MIN_ACCURACY:
+        raise CheckFailed(line + ". Check the loss (padding ignored), the decoder inputs [<s>] + targets, and the "
+                                 "attention mask.")
+    t.note(line)
