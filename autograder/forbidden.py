@@ -87,7 +87,7 @@ def _text_constants(tree: ast.AST) -> set[int]:
 def _fold(node: ast.AST) -> str | None:
     """The string a constant expression evaluates to, for `+`, f-strings, `sep.join([...])` and `[::-1]`."""
     if isinstance(node, ast.Constant):
-        return node.value if isinstance(node.value, str) else None
+        return _text(node.value)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _fold(node.left), _fold(node.right)
         return left + right if left is not None and right is not None else None
@@ -106,6 +106,13 @@ def _fold(node: ast.AST) -> str | None:
                 and step.operand.value == 1:
             return inner[::-1]
     return None
+
+
+def _text(value) -> str | None:
+    """A constant's text: a str, or bytes read as latin-1 (`b"scaled..."` spells the name too)."""
+    if isinstance(value, str):
+        return value
+    return value.decode("latin-1") if isinstance(value, bytes) else None
 
 
 def _bound_names(stmt: ast.stmt) -> set[str]:
@@ -225,8 +232,8 @@ class _Scan:
                     found.append(Use(sub.id, cell, line, computed))
             elif isinstance(sub, ast.Call):
                 found += self._lookup(sub, cell, line, computed)
-            elif isinstance(sub, ast.Constant) and isinstance(sub.value, str) and id(sub) not in self.text:
-                found += [Use(b, cell, line, "named in a string") for b in self.names_in(sub.value)]
+            elif isinstance(sub, ast.Constant) and _text(sub.value) and id(sub) not in self.text:
+                found += [Use(b, cell, line, "named in a string") for b in self.names_in(_text(sub.value))]
             if isinstance(sub, (ast.BinOp, ast.JoinedStr, ast.Call, ast.Subscript)):
                 value = _fold(sub)
                 if value:
@@ -315,9 +322,9 @@ def tainted_names(cells: list[Cell], banned: set[str]) -> dict[str, list[Use]]:
     pieces = []
     for index, (cell, stmt) in enumerate(stmts):
         uses_of.append(scan.uses(stmt, cell))
-        literals = [n for n in ast.walk(stmt) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-                    and id(n) not in text]
-        pieces += [(n.value, index, cell, n.lineno) for n in sorted(literals, key=lambda n: (n.lineno, n.col_offset))]
+        literals = [n for n in ast.walk(stmt) if isinstance(n, ast.Constant) and _text(n.value) and id(n) not in text]
+        pieces += [(_text(n.value), index, cell, n.lineno)
+                   for n in sorted(literals, key=lambda n: (n.lineno, n.col_offset))]
     for use, owners in _split_spellings(pieces, banned):
         for index in owners:
             uses_of[index].append(use)

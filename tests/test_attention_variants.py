@@ -101,7 +101,7 @@ ROPE_OUT = ("    out = torch.stack((even * cos - odd * sin, even * sin + odd * c
 MHA_KV = ("        k = split_heads(self.k_proj(context), self.n_heads)  # (B, h, T_k, d_head)\n"
           "        v = split_heads(self.v_proj(context), self.n_heads)  # (B, h, T_k, d_head)\n")
 ROPE = {"public_positions", "rope_hidden"}
-Q7_FUNCTIONS = {"public_float64", "device_agnostic_functions"}
+Q7_ARGUMENTS = {"public_float64", "device_and_dtype_arguments"}
 BUGS |= {
     "scaled_dot_product_attention divides q in place": (
         [(SCORES, "    q.div_(math.sqrt(q.size(-1)))\n    scores = q @ k.transpose(-2, -1)  # (..., T_q, T_k)\n")],
@@ -144,7 +144,7 @@ BUGS |= {
     "scaled_dot_product_attention only for 4-D inputs": (
         [(SCORES, "    scores = q @ k.transpose(2, 3) / math.sqrt(q.size(-1))\n")], {"2"}, {"public_sdpa", "sdpa_vs_builtin", "sdpa_gradients"}),
     "sinusoidal_positions ignores dtype": (
-        [("    return table.to(dtype)", "    return table.float()")], {"7"}, Q7_FUNCTIONS),
+        [("    return table.to(dtype)", "    return table.float()")], {"7"}, Q7_ARGUMENTS),
     "causal_mask returns a float mask": (
         [("    return j <= i + (T_k - T_q)", "    return (j <= i + (T_k - T_q)).float()")], {"3"}, {"public_masks", "causal_mask_hidden"}),
     "alibi_bias aligned upper-left": (
@@ -152,7 +152,7 @@ BUGS |= {
           "    i = torch.arange(T_q, device=device)[:, None]\n")], {"6"}, {"public_positions", "alibi_bias_hidden"}),
     "causal_mask ignores device": (
         [("    i = torch.arange(T_q, device=device)[:, None]  # (T_q, 1)\n    j = torch.arange(T_k, device=device)[None, :]",
-          "    i = torch.arange(T_q)[:, None]\n    j = torch.arange(T_k)[None, :]")], {"7"}, Q7_FUNCTIONS),
+          "    i = torch.arange(T_q)[:, None]\n    j = torch.arange(T_k)[None, :]")], {"7"}, Q7_ARGUMENTS),
 }
 
 # name: (replacements, questions graded)
@@ -270,7 +270,10 @@ def grade(tmp_path, text, questions) -> dict[str, str]:
         except CheckFailed as exc:
             results[spec.name] = str(exc)
     assert results, "no checks ran"
-    return results
+    specs = [fn.lmgrade_check for fn in ATTENTION.checks() if fn.__name__ in results]
+    rows = [runner._result(spec, results[spec.name] == "Passed.", results[spec.name]) for spec in specs]
+    runner._blame_earlier_functions(rows, specs)  # "`x` (Qn) fails its own checks; fix it first."
+    return {row.name: row.output for row in rows}
 
 
 @pytest.mark.parametrize("bug", sorted(BUGS))
@@ -286,6 +289,14 @@ def test_correct_variant_gets_full_marks(tmp_path, variant):
     results = grade(tmp_path, edited(replacements), questions)
     assert {name: out for name, out in results.items() if out != "Passed."} == {}
     assert {fn.lmgrade_check.question for fn in ATTENTION.checks() if fn.__name__ in results} == questions
+
+
+def test_a_module_failing_through_scaled_dot_product_attention_blames_it_and_nothing_else(tmp_path):
+    replacements, questions, _ = BUGS["no sqrt(d_k) scaling"]
+    results = grade(tmp_path, edited(replacements), questions)
+    for name in ("mha_vs_builtin", "cross_attention", "public_mha", "gqa_vs_builtin", "public_gqa"):
+        assert "`scaled_dot_product_attention` (Q2) fails its own checks; fix it first." in results[name], name
+    assert not any("`split_heads`" in out or "`merge_heads`" in out for out in results.values())
 
 
 def test_in_process_grading_agrees_with_the_runner(tmp_path):

@@ -59,6 +59,11 @@ SPELLINGS = {
                          '    return f(torch.nn.functional)(x, x, x)'),
     "pieces in separate variables": ('import torch.nn.functional as F\nA = "scaled_dot"\nB = "_product_attention"\n'
                                      "def mha(x):\n    return F.__getattribute__(A + B)(x, x, x)"),
+    "bytes decoded": ('import torch.nn.functional as F\ndef mha(x):\n'
+                      '    return F.__getattribute__(b"scaled_dot_product_attention".decode())(x, x, x)'),
+    "a computed string reached through bytes and codecs": (
+        "import codecs\nimport torch.nn.functional as F\ndef mha(x):\n"
+        "    return getattr(F, codecs.decode('fpnyrq_qbg_cebqhpg_nggragvba', 'rot13'))(x, x, x)"),
     "operator.attrgetter with a literal": ('import operator\nimport torch\ndef mha(x):\n'
                                            '    get = operator.attrgetter("nn.functional.scaled_dot_product_attention")\n'
                                            '    return get(torch)(x, x, x)'),

@@ -23,13 +23,22 @@ from autograder.compare import assert_close, assert_dtype, assert_equal, assert_
 from autograder.errors import CheckFailed
 from autograder.purity import call_pure
 from autograder.torch_checks import (
-    MODULE_TOLERANCES, assert_causal, assert_device_agnostic, assert_module_close, assert_on_device,
-    assert_param_grads, assert_permutation_equivariant, gradcheck, linear_state, output, randn, reference_module,
-    student_module,
+    assert_causal, assert_device_agnostic, assert_on_device, assert_param_grads, assert_permutation_equivariant,
+    gradcheck, linear_state, output, randn, reference_module, student_module,
 )
+from autograder.torch_checks import assert_module_close as _module_close
 
 F32, F64 = torch.float32, torch.float64
 DTYPES = (F32, F64)
+
+
+def assert_module_close(got, expected: torch.Tensor, what: str, dtype) -> None:
+    """A `dtype` run against the float64 truth, at the module tolerance of that dtype.
+
+    The truth is rounded to `dtype` first so a float32 run is judged as float32 (rounding the truth
+    costs 6e-8 relative, far inside the 1e-5 tolerance), not suspected of lost float64 precision.
+    """
+    _module_close(got, expected.to(dtype), what, dtype)
 
 
 def name_of(dtype) -> str:
@@ -590,10 +599,9 @@ def device_agnostic_modules(t):
         meta_probe(t, module, args, what)
 
 
-@check(7, 1.5, "functions follow their inputs' dtype in float64, and the device= and dtype= they are given",
-       uses=("scaled_dot_product_attention", "apply_rope", "causal_mask", "sinusoidal_positions", "alibi_bias",
-             "padding_mask"))
-def device_agnostic_functions(t):
+@check(7, 0.75, "scaled_dot_product_attention and apply_rope in float64: float64 results at float64 accuracy",
+       uses=("scaled_dot_product_attention", "apply_rope"))
+def float64_functions(t):
     q, k, v = randn(t, 2, 3, 4), randn(t, 2, 5, 4), randn(t, 2, 5, 6)
     mask = torch.ones(3, 5, dtype=torch.bool).tril(2)
     what = "scaled_dot_product_attention(q, k, v, mask) in float64"
@@ -607,6 +615,16 @@ def device_agnostic_functions(t):
     what = "apply_rope(x (2, 6, 8) float64, positions up to 1500)"
     got = call(t, t.student.apply_rope, x, positions, what=what, want=F64)
     assert_close(got, true_rope(x, positions), what, rtol=1e-9, atol=1e-9)
+    probes = [(t.student.scaled_dot_product_attention, [q.float(), k.float(), v.float(), mask],
+               "scaled_dot_product_attention(q, k, v, mask)"),
+              (t.student.apply_rope, [k.float()], "apply_rope(x)")]
+    for fn, args, what in probes:
+        meta_probe(t, fn, args, what)
+
+
+@check(7, 0.75, "masks and positions made where device= says, in the dtype= asked for",
+       uses=("causal_mask", "padding_mask", "sinusoidal_positions", "alibi_bias"))
+def device_and_dtype_arguments(t):
     for dtype in (F64, F32):
         what = f"sinusoidal_positions(2000, 6, device={t.device!r}, dtype=torch.{name_of(dtype)})"
         got = call(t, t.student.sinusoidal_positions, 2000, 6, what=what, want=dtype, device=t.device,
@@ -615,15 +633,12 @@ def device_agnostic_functions(t):
         assert_close(got, true_sinusoids(2000, 6), what, rtol=tol[0], atol=tol[1])
     what = f"causal_mask(3, 5, device={t.device!r})"
     got = call(t, t.student.causal_mask, 3, 5, what=what, want=torch.bool, device=t.device)
-    assert_equal(got.tolist(), mask.tolist(), what)
+    assert_equal(got.tolist(), torch.ones(3, 5, dtype=torch.bool).tril(2).tolist(), what)
     what = f"alibi_bias(4, 3, 5, device={t.device!r})"
     got = call(t, t.student.alibi_bias, 4, 3, 5, what=what, device=t.device, shape=(4, 3, 5))
     offsets = torch.arange(5)[None, :] - (torch.arange(3)[:, None] + 2)
     assert_close(got, torch.tensor(true_slopes(4), dtype=F64)[:, None, None] * offsets, what, rtol=1e-6)
     probes = [
-        (t.student.scaled_dot_product_attention, [q.float(), k.float(), v.float(), mask], None,
-         "scaled_dot_product_attention(q, k, v, mask)"),
-        (t.student.apply_rope, [k.float()], None, "apply_rope(x)"),
         (t.student.padding_mask, [torch.tensor([2, 5]), 6], None, "padding_mask(lengths, 6)"),
         (t.student.causal_mask, [3, 5], "device", "causal_mask(3, 5, device=...)"),
         (t.student.alibi_bias, [4, 3, 5], "device", "alibi_bias(4, 3, 5, device=...)"),

@@ -93,7 +93,7 @@ def _mha_state(t, d_model: int, kv: int | None = None) -> dict:
 
 
 @check(4, 1, "split_heads, and MultiHeadAttention: causal self-attention and masked cross-attention", public=True,
-       uses=("MultiHeadAttention", "split_heads", "merge_heads"), needs=("scaled_dot_product_attention",))
+       uses=("MultiHeadAttention",), needs=("scaled_dot_product_attention", "split_heads", "merge_heads"))
 def public_mha(t):
     x = randn(t, 2, 5, 6, dtype=F32)
     split = call_pure(t.student.split_heads, x, 3)
