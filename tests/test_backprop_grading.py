@@ -120,6 +120,11 @@ def test_shakespeare_check_never_sends_the_test_plays():
         hidden.shakespeare_ffnn(ctx)
     train, test = hidden.shakespeare_ids()
     assert any(a.shape == train.shape and np.array_equal(a, train) for a in sent)
+    # Far below the reference (here: a reference made 3000, the untrained model is about 2000): flagged.
+    ctx = Context(student=Student(Recording(submission)), ref=BACKPROP.reference(), spec=hidden.shakespeare_ffnn.lmgrade_check,
+                  cache_tag="test", reference_results={"ffnn-shakespeare": 3000.0})
+    with pytest.raises(Exception, match="seen the test plays"):
+        hidden.shakespeare_ffnn(ctx)
     probe = test[:200].astype(np.int64).tobytes()
     assert not any(probe in np.ascontiguousarray(a).astype(np.int64).tobytes() for a in sent if a.size >= 200)
 

@@ -14,6 +14,7 @@ was asked to use (never with the exact gradient, which a student could dig out o
 handed), and training is checked step by step before the perplexity threshold.
 """
 import math
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -40,9 +41,9 @@ SAME_STEP_TOL = {1e-6: dict(rtol=1e-7, atol=1e-8), 1e-3: dict(rtol=1e-9, atol=1e
 VOCAB_SIZE = 2000
 TRAIN_SETTINGS = dict(context=2, dim=32, hidden=64, lr=2.0, batch_size=128, steps=2000, seed=2024)
 PPL_MARGIN = 0.08
-# Below FLOOR_RATIO times the reference no honest run lands (correct variants: 0.99-1.04x; a model
-# trained on the test plays themselves: see bench/backprop_thresholds.py): it has seen the test text.
-FLOOR_RATIO = 0.85
+# Below FLOOR_RATIO times the reference no honest run lands (correct variants: 0.99-1.04x) while a
+# model trained on the test plays themselves lands at 0.85-0.88x (bench/backprop_thresholds.py).
+FLOOR_RATIO = 0.93
 EVAL_EVERY = 3  # score every third position of the test plays (35k of 106k): a third of the time, same figure
 Q1 = ("softmax", "log_softmax", "cross_entropy")
 Q2 = ("softmax_jacobian", "log_softmax_jacobian", "grad_logits_chain", "cross_entropy_grad")
@@ -69,8 +70,9 @@ def float64(value, what: str):
     """float64 in, float64 out: the notebook's rules fix it, and a lower precision hides in tolerances."""
     _, dtype = as_array(value, what)
     if dtype != "float64":
-        raise CheckFailed(f"{what}: returned {dtype}, expected float64 (the inputs are float64). Computed in "
-                          f"lower precision, or built from an integer array (np.zeros_like of int ids)?")
+        raise CheckFailed(f"{what}: returned {dtype}, expected float64 (numpy's default, which the notebook asks "
+                          "for throughout). Computed in lower precision, or built from an integer array "
+                          "(np.zeros_like of int ids)?")
     return value
 
 
@@ -548,7 +550,9 @@ def same_step(t, x: np.ndarray, shape: tuple, eps: float | None):
     try:
         assert_close(got, expected, what, **SAME_STEP_TOL[step])
     except CheckFailed as failure:
-        raise CheckFailed(f"{failure}{step_diagnosis(as_array(got)[0], SmoothFunction(seed, shape), x, step)}") from None
+        cause = step_diagnosis(as_array(got)[0], SmoothFunction(seed, shape), x, step)
+        message = re.sub(r" The errors are of float32 rounding size.*?\)\.", "", str(failure)) if cause else str(failure)
+        raise CheckFailed(message + cause) from None
     return got
 
 
@@ -627,7 +631,14 @@ def gradient_check_hidden(t):
                               + (" (a correct gradient must pass)" if should_pass else
                                  " (a gradient off by more than tol must be flagged)"))
         if expected > 1e-8:  # above the rounding noise of two different checkers
-            assert_close(error, expected, f"{what}: error", rtol=1e-4, atol=0)
+            try:
+                assert_close(error, expected, f"{what}: error", rtol=1e-4, atol=0)
+            except CheckFailed as failure:
+                default = float(np.linalg.norm(grad - numeric[1e-6]) /
+                                (np.linalg.norm(grad) + np.linalg.norm(numeric[1e-6])))
+                unused = eps != 1e-6 and (abs(error - default) <= 1e-4 * default or error < 1e-8)
+                raise CheckFailed(f"{failure}" + (" That is the error at the default step: pass eps on to "
+                                                  "numerical_gradient." if unused else "")) from None
         elif not 0 <= error <= 1e-7:
             raise CheckFailed(f"{what}: relative error {error:.3g}, expected at most 1e-7")
 

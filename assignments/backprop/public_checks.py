@@ -34,7 +34,7 @@ def param_dict(value, what: str) -> dict:
 def float64(value, what: str):
     _, dtype = as_array(value, what)
     if dtype != "float64":
-        raise CheckFailed(f"{what}: returned {dtype}, expected float64 (the inputs are float64).")
+        raise CheckFailed(f"{what}: returned {dtype}, expected float64 (numpy's default, which the notebook asks for).")
     return value
 
 
@@ -160,8 +160,11 @@ def public_gradcheck(t):
     # The central difference at eps = 1e-2 differs from the exact gradient by about 1e-5: compared
     # with the grader's own central difference at that step, to 1e-9.
     what = "numerical_gradient(f, x (2, 3), eps=1e-2)"
-    assert_close(t.student.numerical_gradient(f, x, eps=1e-2), finite_difference(mine, x, 1e-2), what,
-                 rtol=1e-9, atol=1e-11)
+    got = t.student.numerical_gradient(f, x, eps=1e-2)
+    if np.allclose(as_array(got, what)[0], mine.grad(x), rtol=1e-7, atol=1e-9):
+        raise CheckFailed(f"{what}: this is the exact gradient (or a difference with a tiny step), not the central "
+                          "difference with step 1e-2: use the eps argument.")
+    assert_close(got, finite_difference(mine, x, 1e-2), what, rtol=1e-9, atol=1e-11)
     a, b = np.array([3.0, 0.0, -4.0]), np.array([3.0, 0.0, 4.0])
     assert_close(t.student.relative_error(a, b), 0.8, "relative_error([3, 0, -4], [3, 0, 4])")  # 8 / (5 + 5)
     exact = mine.grad(x)
