@@ -70,8 +70,21 @@ def _call_name(call: ast.Call) -> str:
 
 
 def _text_constants(tree: ast.AST) -> set[int]:
-    """ids of string constants that are text, not data: docstrings and raised built-in exceptions' messages."""
-    text = set()
+    """ids of string constants that are text, not data: docstrings, and the messages of `raise
+    <built-in exception>(...)`, `assert ..., msg`, `print(...)` and `warnings.warn(...)`.
+
+    Why these are safe to skip: such a string only reaches the exception, the assertion or the
+    output; reading it back into a lookup (`getattr(F, e.args[0])`) is a computed lookup, which
+    counts. Only constants and the literal parts of f-strings given directly are text.
+    """
+    text: set[int] = set()
+
+    def message(node) -> None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text.add(id(node))
+        elif isinstance(node, ast.JoinedStr):
+            text.update(id(v) for v in node.values if isinstance(v, ast.Constant))
+
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
             first = node.body[0]
@@ -80,7 +93,16 @@ def _text_constants(tree: ast.AST) -> set[int]:
         elif isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
             func = node.exc.func
             if isinstance(func, ast.Name) and func.id in BUILTIN_EXCEPTIONS and not node.exc.keywords:
-                text |= {id(a) for a in node.exc.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
+                for arg in node.exc.args:
+                    message(arg)
+        elif isinstance(node, ast.Assert) and node.msg is not None:
+            message(node.msg)
+        elif isinstance(node, ast.Call) and not node.keywords and (
+                (isinstance(node.func, ast.Name) and node.func.id == "print")
+                or (isinstance(node.func, ast.Attribute) and node.func.attr == "warn"
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "warnings")):
+            for arg in node.args:
+                message(arg)
     return text
 
 
@@ -253,6 +275,8 @@ class _Scan:
             return []
         if name == "getmembers":
             return [Use(_label(call), cell, line, computed)] if args and _from_module(args[0], self.aliases) else []
+        if name in {"eval", "exec", "compile"} and not isinstance(call.func, ast.Name):
+            return []  # model.eval(), torch.compile(...): methods, not the built-ins
         if any(_fold(a) is None for a in args) or call.keywords:
             return [Use(_label(call), cell, line, computed)]
         return []

@@ -138,10 +138,25 @@ def test_own_code_docstrings_and_exception_messages_are_not_uses():
     assert found == {}
 
 
+def test_messages_naming_the_students_own_function_are_text():
+    found = tainted(
+        "import torch\nimport warnings\n"
+        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
+        "    assert q.dim() >= 2, 'scaled_dot_product_attention needs q of at least 2 dims'\n"
+        "    if q.size(-1) != k.size(-1):\n"
+        "        raise ValueError(f'scaled_dot_product_attention: d_k {q.size(-1)} != {k.size(-1)}')\n"
+        "    if mask is None:\n        warnings.warn('scaled_dot_product_attention without a mask')\n"
+        "    w = torch.softmax(q @ k.transpose(-2, -1), -1)\n    return w @ v, w\n",
+        "class MHA(torch.nn.Module):\n    def forward(self, x):\n        self.eval()\n"
+        "        f = torch.compile(scaled_dot_product_attention)\n        return f(x, x, x)[0]")
+    assert found == {}
+
+
 def test_a_name_in_an_ordinary_string_counts_even_without_a_lookup():
-    found = tainted("def mha(x):\n    print('not nn.MultiheadAttention')\n    return x",
-                    "def other(x):\n    return x")
-    assert set(found) == {"mha"}
+    found = tainted("def mha(x):\n    label = 'not nn.MultiheadAttention'\n    return x, label",
+                    "def other(x):\n    print(f'value {getattr(x, \"scaled_dot_product_attention\")}')\n    return x",
+                    "def fine(x):\n    return x")
+    assert set(found) == {"mha", "other"}
 
 
 def test_a_word_inside_a_longer_identifier_is_not_the_banned_name():
