@@ -1,16 +1,26 @@
-"""How much room the Q6 perplexity thresholds leave, measured over several held-out seeds.
+"""How much room the Q6 perplexity thresholds and flags leave, measured over sampling plans and languages.
 
-The threshold is the reference's perplexity plus 10%. The synthetic held-out sample is drawn with
-a seed taken from each submission's code, so this prints, for five such seeds and for the
-Shakespeare test plays, the Bayes-optimal floor, the reference, and simpler but correct models a
-student might submit, as ratios to the reference. A correct model within 10% passes; the floor is
-reported so that the 2% slack below it can be judged too.
+Q6 scores a model from its whole next-word distributions at sampled held-out positions (every first
+position, plus one later position in each of `SAMPLED` sentences: `autograder/perplexity.py`). The
+threshold is the reference's perplexity on the same positions plus 10%. A model is flagged as having
+seen the test text when its held-out perplexity is below `BELOW_REFERENCE` times the reference's, or
+below `BELOW_VALIDATION` times its own validation perplexity (and, on synthetic text, more than 2%
+below the Bayes-optimal floor).
 
-Run: .venv/bin/python bench/ngram_thresholds.py   (about two minutes)
+This prints, for correct models a student might submit and for models that did see the test text,
+the full-text ratio and the spread of the sampled estimate over many plans (the plan is secret and
+differs per submission). Correct models must pass or fail by their full-text ratio, never by the
+plan; cheating models must be flagged under every plan.
+
+Run: .venv/bin/python bench/ngram_thresholds.py [--plans 400]   (about four minutes)
 """
+import argparse
 import importlib.util
+import math
 import sys
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -21,42 +31,135 @@ spec = importlib.util.spec_from_file_location("hidden", ROOT / "assignments" / "
 hidden = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(hidden)
 
-from autograder.data.synthetic import HiddenMarkovLanguage  # noqa: E402
+from autograder.perplexity import plan_perplexity, plan_positions  # noqa: E402
 
 
-def alternatives(train, validation):
+def token_logprobs(model, sentences) -> np.ndarray:
+    """Per-sentence arrays of log P(token | context) for every position, end marker included."""
+    return [np.array([model.logprob(w, c) for w, c in hidden.contexts_for(s, model.n)]) for s in sentences]
+
+
+def honest(train, validation):
     vocab = ref.build_vocab(train, 1)
     models = [ref.NGramLM(n, vocab, 0.01).fit(train) for n in (1, 2, 3)]
+    kn = ref.KneserNeyLM(vocab, 0.75).fit(train)
+    tri = ref.NGramLM(3, vocab, 0.001).fit(train)
+    lambdas = ref.tune_lambdas([kn, tri], validation[::10], [[a / 10, 1 - a / 10] for a in range(1, 10)])
     return {
-        "reference build_model": ref.build_model(train, validation),
-        "interpolated, fixed k=0.01, weights .1/.3/.6": ref.InterpolatedLM(models, [0.1, 0.3, 0.6]),
-        "interpolated, fixed k=0.01, weights .2/.4/.4": ref.InterpolatedLM(models, [0.2, 0.4, 0.4]),
+        "interpolated, k=0.01, weights .1/.3/.6": ref.InterpolatedLM(models, [0.1, 0.3, 0.6]),
+        "interpolated, k=0.01, weights .2/.4/.4": ref.InterpolatedLM(models, [0.2, 0.4, 0.4]),
         "bigram add-0.01 alone": models[1],
+        "Kneser-Ney bigram + add-0.001 trigram": ref.InterpolatedLM([kn, tri], lambdas),
     }
 
 
-def ppl(model, sentences):
-    return hidden.model_perplexity(None, model, sentences)[0]
+def cheating(train, validation, heldout):
+    """The reference recipe given (part of) the held-out text as training data."""
+    half = heldout[::2]
+    return {
+        "reference trained on train + held-out": ref.build_model(train + heldout, validation),
+        "reference trained on train + half the held-out": ref.build_model(train + half, validation),
+        "reference trained on train + validation (allowed)": ref.build_model(train + validation, validation),
+    }
+
+
+def full(sentences_logps) -> float:
+    flat = np.concatenate(sentences_logps)
+    return math.exp(-flat.mean())
+
+
+class Notes:
+    def note(self, text):
+        pass
+
+
+def decide(plans, test_lp, ref_test, val_lp, ref_val, rounds, floor_lp=None):
+    """The check's own decision (hidden.judge) round by round: (outcome, later positions used, ratio)."""
+    plan_t, plan_v = plans
+    for m in rounds:
+        pt, pv = plan_t.prefix(m), plan_v.prefix(None if m is None else m // 2)
+        pick = lambda lp, plan: [lp[s][i] for s, i in plan.positions]  # noqa: E731
+        ratio = plan_perplexity(pt, pick(test_lp, pt)) / plan_perplexity(pt, pick(ref_test, pt))
+        try:
+            done = hidden.judge(Notes(), "model", pt, pick(test_lp, pt), pick(ref_test, pt), pv, pick(val_lp, pv),
+                                pick(ref_val, pv), last=m == rounds[-1],
+                                floor_logprobs=None if floor_lp is None else pick(floor_lp, pt))
+        except hidden.CheckFailed as failure:
+            text = str(failure)
+            return ("flagged" if "No points" in text else "fails"), len(pt.used), ratio
+        if done:
+            return "passes", len(pt.used), ratio
+    raise AssertionError("the last round always decides")
+
+
+def report(name, test_lp, val_lp, ref_test, ref_val, plans, rounds, base_full, floor_lp=None):
+    outcomes = [decide(p, test_lp, ref_test, val_lp, ref_val, rounds, floor_lp) for p in plans]
+    ratios = np.array([r for _, _, r in outcomes])
+    counts = {k: sum(o == k for o, _, _ in outcomes) / len(outcomes) for k in ("passes", "fails", "flagged")}
+    used = np.mean([u for _, u, _ in outcomes])
+    lead_val = (full(val_lp) / full(ref_val))
+    print(f"  {name:50s} {full(test_lp) / base_full:6.3f} {lead_val:6.3f}  {ratios.min():6.3f} {ratios.max():6.3f}"
+          f"  {counts['passes']:6.1%} {counts['fails']:6.1%} {counts['flagged']:7.1%}  {used:6.0f}")
+
+
+HEADER = (f"  {'model':50s} {'ratio':>6s} {'val':>6s}  {'min':>6s} {'max':>6s}  {'passes':>6s} {'fails':>6s} "
+          f"{'flagged':>7s}  {'later':>6s}\n"
+          "  (ratio and val: perplexity / the reference's on the whole held-out and validation texts; min, max:\n"
+          "   the sampled ratio where the check decided; then the share of plans where the check passes, fails\n"
+          "   or flags the model, and the mean number of later positions it scored)")
+
+
+def shakespeare(n_plans: int):
+    train, validation, test = hidden.shakespeare_splits(ref)
+    reference = ref.build_model(train, validation)
+    ref_test, ref_val = token_logprobs(reference, test), token_logprobs(reference, validation)
+    base = full(ref_test)
+    print(f"\nShakespeare: reference perplexity {base:.2f} on the test plays, {full(ref_val):.2f} on validation; "
+          f"rounds of {hidden.ROUNDS} later positions (validation: half)")
+    rng = np.random.default_rng(0)
+    plans = [(plan_positions(test, hidden.ROUNDS[-1], rng), plan_positions(validation, hidden.ROUNDS[-1] // 2, rng))
+             for _ in range(n_plans)]
+    print(HEADER)
+    report("reference build_model", ref_test, ref_val, ref_test, ref_val, plans, hidden.ROUNDS, base)
+    for group in (honest(train, validation), cheating(train, validation, test)):
+        for name, model in group.items():
+            report(name, token_logprobs(model, test), token_logprobs(model, validation), ref_test, ref_val,
+                   plans, hidden.ROUNDS, base)
+
+
+def synthetic(n_languages: int, n_plans: int):
+    print(f"\nSynthetic languages ({n_languages} seeds; {hidden.SYNTHETIC_HELDOUT} held-out sentences, "
+          "one later position each); floor: Bayes-optimal perplexity / the reference's")
+    for seed in range(n_languages):
+        language, train, validation, heldout = hidden.synthetic_texts(seed)
+        reference = ref.build_model(train, validation)
+        ref_test, ref_val = token_logprobs(reference, heldout), token_logprobs(reference, validation)
+        true_test = [language.token_logprobs(s) for s in heldout]
+        rng = np.random.default_rng(seed)
+        plans = [(plan_positions(heldout, None, rng), plan_positions(validation, None, rng)) for _ in range(n_plans)]
+        base = full(ref_test)
+        print(f" language {seed}: reference {base:.3f}, floor {full(true_test) / base:.3f}")
+        print(HEADER)
+        report("reference build_model", ref_test, ref_val, ref_test, ref_val, plans, (None,), base, true_test)
+        for group in (honest(train, validation), cheating(train, validation, heldout)):
+            for name, model in group.items():
+                report(name, token_logprobs(model, heldout), token_logprobs(model, validation), ref_test, ref_val,
+                       plans, (None,), base, true_test)
 
 
 def main():
-    language = HiddenMarkovLanguage.random(seed=1234)
-    train, validation = language.sample(20_000, seed=1), language.sample(2_000, seed=2)
-    models = alternatives(train, validation)
-    print("synthetic language (threshold = reference x 1.10, floor slack 2%)")
-    print(f"{'seed':>6} {'floor':>8} " + " ".join(f"{name[:22]:>23}" for name in models))
-    for seed in range(5):
-        heldout = language.sample(3_000, seed=1000 + seed)
-        base = ppl(models["reference build_model"], heldout)
-        print(f"{seed:>6} {language.perplexity(heldout) / base:8.3f} "
-              + " ".join(f"{ppl(m, heldout) / base:23.3f}" for m in models.values()))
-    print("(columns are ratios to the reference's perplexity on the same sample)")
-    train, validation, test = hidden.shakespeare_splits(ref)
-    models = alternatives(train, validation)
-    base = ppl(models["reference build_model"], test)
-    print(f"\nShakespeare test plays: reference perplexity {base:.2f}")
-    for name, model in models.items():
-        print(f"  {name:46s} {ppl(model, test) / base:6.3f}")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--plans", type=int, default=200)
+    parser.add_argument("--languages", type=int, default=4)
+    parser.add_argument("--skip-shakespeare", action="store_true")
+    parser.add_argument("--skip-synthetic", action="store_true")
+    args = parser.parse_args()
+    print(f"flags: below {hidden.BELOW_REFERENCE} x the reference, a lead over it below {hidden.BELOW_VALIDATION} x "
+          f"the lead on validation; threshold {1 + hidden.PPL_MARGIN:.2f} x the reference; Z = {hidden.Z}")
+    if not args.skip_synthetic:
+        synthetic(args.languages, args.plans)
+    if not args.skip_shakespeare:
+        shakespeare(args.plans)
 
 
 if __name__ == "__main__":

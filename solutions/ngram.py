@@ -52,6 +52,8 @@ def replace_oov(tokens: list[str], vocab: set[str]) -> list[str]:
 def pad(tokens: list[str], n: int) -> list[str]:
     """Pad a sentence for an n-gram model: n-1 "<s>", the tokens, then one "</s>".
 
+    Returns a new list; `tokens` itself is not changed.
+
     Example:
         pad(["to", "be"], 3) == ["<s>", "<s>", "to", "be", "</s>"]
         pad(["to", "be"], 1) == ["to", "be", "</s>"]
@@ -188,7 +190,8 @@ def tune_lambdas(models: list, sentences: list[list[str]],
 
     For each weight vector in `candidates`, build InterpolatedLM(models, weights)
     and compute its `perplexity` on `sentences`; return the vector with the
-    lowest perplexity (the first one in `candidates` if several tie).
+    lowest perplexity (the first one in `candidates` if several tie, also when
+    every candidate has perplexity inf). Does not change `candidates`.
 
     Example:
         tune_lambdas([uni, bi], valid, [[0.5, 0.5], [0.1, 0.9]])  # -> one of the two lists
@@ -206,7 +209,7 @@ def sentence_logprob(lm, tokens: list[str]) -> float:
     Sum lm.logprob(word, context) over the words of tokens + ["</s>"], where
     the context of the i-th word is tuple(["<s>"] * (lm.n - 1) + tokens[:i]).
     Uses only lm.n and lm.logprob, so it works with any model. Returns
-    -math.inf if some word has probability 0.
+    -math.inf if some word has probability 0. Does not change `tokens`.
 
     Example (a bigram lm):
         sentence_logprob(lm, ["a"]) == lm.logprob("a", ("<s>",)) + lm.logprob("</s>", ("<s>", "a"))

@@ -128,3 +128,20 @@ def test_bigram_model_cannot_beat_the_floor(lang, big_sample):
     floor = lang.perplexity(held_out)
     assert n == sum(len(s) + 1 for s in held_out)
     assert bigram > 1.05 * floor
+
+
+def test_token_logprobs_are_the_chain_rule_of_sentence_logprob(lang, big_sample):
+    for sentence in big_sample[:200]:
+        parts = lang.token_logprobs(sentence)
+        assert parts.shape == (len(sentence) + 1,)
+        assert parts.sum() == pytest.approx(lang.sentence_logprob(sentence), rel=1e-10)
+    assert lang.token_logprobs([])[0] == -math.inf
+    assert lang.token_logprobs([lang.words[0], "<unk>"])[1] == -math.inf
+
+
+def test_token_logprobs_are_next_word_distributions(tiny):
+    """After any prefix, the probabilities of every next word and of the end add up to 1."""
+    for prefix in ([], [tiny.words[0]], [tiny.words[1], tiny.words[3], tiny.words[1]]):
+        nxt = [math.exp(tiny.token_logprobs(prefix + [w])[len(prefix)]) for w in tiny.words]
+        end = math.exp(tiny.token_logprobs(prefix)[len(prefix)]) if prefix else 0.0
+        assert sum(nxt) + end == pytest.approx(1.0, abs=1e-12)

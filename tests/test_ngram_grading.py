@@ -38,8 +38,17 @@ def test_every_question_has_public_and_hidden_checks():
     checks = [fn.lmgrade_check for fn in NGRAM.checks()]
     graded = {c.question for c in checks if not c.extra}
     assert graded == {q for q in NGRAM.questions if q != "7"}
-    assert {c.question for c in checks if c.public} == graded
+    assert {c.question for c in checks if c.public} >= graded
     assert all(c.points > 0 for c in checks)
+
+
+def test_every_check_names_what_it_grades():
+    """`uses` on every check (blame, banned built-ins); `needs` only names other questions' functions."""
+    checks = [fn.lmgrade_check for fn in NGRAM.checks()]
+    owner = {name: c.question for c in checks for name in c.uses if len(set(d.question for d in checks if name in d.uses)) == 1}
+    assert all(c.uses for c in checks)
+    assert all(name in {u for d in checks for u in d.uses} for c in checks for name in c.needs)
+    assert owner["count_ngrams"] == "2" and owner["generate"] == "5"
 
 
 def test_a_bug_in_one_check_costs_only_that_check(tmp_path, monkeypatch, capsys):

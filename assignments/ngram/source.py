@@ -31,7 +31,9 @@
 # keep its imports inside it (only `math`, `random`, `re` and `collections` are needed), do not use
 # variables defined in other (ungraded) cells, and do not load data, train or print there; put
 # experiments in ungraded cells instead. Graded cells may call each other's functions freely.
-# Replace each `raise NotImplementedError(...)` with your code.
+# Replace each `raise NotImplementedError(...)` with your code. No graded function may change the
+# lists, sets or models it is given (no `append`, `sort` or `+=` on an argument): build new ones.
+# The grader checks this, because such a bug corrupts everything computed after it.
 #
 # **Public checks.** Save the notebook first (the checker reads the saved file), then run the cell
 # below. You can run it any time: it tells you which public checks pass and, for those that fail,
@@ -158,6 +160,8 @@ print([replace_oov(sentence, small_vocab) for sentence in tokenized])
 # %% tags=["graded"]
 def pad(tokens: list[str], n: int) -> list[str]:
     """Pad a sentence for an n-gram model: n-1 "<s>", the tokens, then one "</s>".
+
+    Returns a new list; `tokens` itself is not changed.
 
     Example:
         pad(["to", "be"], 3) == ["<s>", "<s>", "to", "be", "</s>"]
@@ -391,7 +395,8 @@ def tune_lambdas(models: list, sentences: list[list[str]],
 
     For each weight vector in `candidates`, build InterpolatedLM(models, weights)
     and compute its `perplexity` on `sentences`; return the vector with the
-    lowest perplexity (the first one in `candidates` if several tie).
+    lowest perplexity (the first one in `candidates` if several tie, also when
+    every candidate has perplexity inf). Does not change `candidates`.
 
     Example:
         tune_lambdas([uni, bi], valid, [[0.5, 0.5], [0.1, 0.9]])  # -> one of the two lists
@@ -444,7 +449,7 @@ def sentence_logprob(lm, tokens: list[str]) -> float:
     Sum lm.logprob(word, context) over the words of tokens + ["</s>"], where
     the context of the i-th word is tuple(["<s>"] * (lm.n - 1) + tokens[:i]).
     Uses only lm.n and lm.logprob, so it works with any model. Returns
-    -math.inf if some word has probability 0.
+    -math.inf if some word has probability 0. Does not change `tokens`.
 
     Example (a bigram lm):
         sentence_logprob(lm, ["a"]) == lm.logprob("a", ("<s>",)) + lm.logprob("</s>", ("<s>", "a"))
@@ -557,6 +562,13 @@ for seed in range(3):
 # test plays**, which you never see. The lower, the better: full points for doing about as well as
 # the staff's model (built with the recipe below), with some margin.
 #
+# How the grader scores it: it never shows your model a held-out word. For a sample of positions
+# in the test plays it sends only the context, asks `prob(w, context)` for **every** word `w` of
+# the vocabulary, checks that these probabilities sum to 1, and reads the probability of the word
+# that really came next itself. So `prob` must be a proper distribution in every context, and
+# `logprob` must agree with it (the grader checks that too). A perplexity far below the staff
+# model's is taken as a sign that the model has seen the test text, and gets no points.
+#
 # The details:
 #
 # - `train` and `validation` are tokenized sentences that already went through `replace_oov`, with
@@ -567,6 +579,8 @@ for seed in range(3):
 #   `prob(word, context)` and `logprob(word, context)`.
 # - It must finish in well under **60 seconds** on about 700k training tokens on one CPU core, and
 #   it must give every word a non-zero probability (or the test perplexity is infinite).
+# - `prob` is called for every word of the vocabulary in a few hundred contexts, a few million calls
+#   in all: keep it a few dictionary look-ups, with no loop over the counts inside it.
 #
 # A solid recipe: unigram, bigram and trigram `NGramLM`s, each with a small $k$ chosen on
 # validation, interpolated with weights from `tune_lambdas`. Perplexity computations dominate the

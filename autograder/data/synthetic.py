@@ -154,6 +154,33 @@ class HiddenMarkovLanguage:
         end = float(alpha @ self.stop)
         return logp + math.log(end) if end > 0.0 else -math.inf
 
+    def token_logprobs(self, tokens: list[str]) -> np.ndarray:
+        """(len(tokens) + 1,) log P(token_i | all tokens before it), the end event last.
+
+        Why: the Bayes-optimal score of single positions, so that a model scored on sampled
+        positions is compared with the floor on the same ones. They add up to sentence_logprob.
+        """
+        ids = [self._index.get(t) for t in tokens]
+        out = np.full(len(ids) + 1, -np.inf)
+        belief = self.start  # (S,) P(state of the next word | words so far), given the sentence goes on
+        go_on = 1.0  # P(the sentence goes on | words so far)
+        for i, w in enumerate(ids):
+            if w is None:
+                return out
+            joint = belief * self.emit[:, w]  # (S,)
+            p = go_on * float(joint.sum())
+            if p <= 0.0:
+                return out
+            out[i] = math.log(p)
+            post = joint / joint.sum()  # (S,) state of word i
+            nxt = post @ self.trans  # (S,) P(next state, continue)
+            go_on = float(nxt.sum())
+            belief = nxt / go_on if go_on > 0 else nxt
+        end = float(post @ self.stop) if ids else 0.0  # an empty sentence is impossible
+        if end > 0.0:
+            out[len(ids)] = math.log(end)
+        return out
+
     def perplexity(self, sentences: list[list[str]]) -> float:
         """exp(-sum log p / sum(len + 1)): the Bayes-optimal perplexity on these sentences."""
         total = sum(self.sentence_logprob(s) for s in sentences)
