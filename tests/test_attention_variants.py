@@ -114,16 +114,20 @@ BUGS |= {
                     "    x[..., 0::2] = even * cos - odd * sin\n    x[..., 1::2] = even * sin + odd * cos\n    return x")],
         {"6"}, ROPE | {"rope_properties"}),
     "MultiHeadAttention ignores bias=False": (
-        [("        self.q_proj = nn.Linear(d_model, d_model, bias=bias)\n        self.k_proj = nn.Linear(d_model, d_model, bias=bias)",
-          "        self.q_proj = nn.Linear(d_model, d_model)\n        self.k_proj = nn.Linear(d_model, d_model, bias=bias)")],
+        [("        self.q_proj = nn.Linear(d_model, d_model, bias=bias)\n"
+          "        self.k_proj = nn.Linear(d_model, d_model, bias=bias)",
+          "        self.q_proj = nn.Linear(d_model, d_model)\n"
+          "        self.k_proj = nn.Linear(d_model, d_model, bias=bias)")],
         {"4"}, {"mha_vs_builtin", "public_mha"}),
     "MultiHeadAttention ignores context (always self-attention)": (
         [(MHA_KV, MHA_KV.replace("(context)", "(x)"))], {"4"}, {"cross_attention", "mha_gradients", "public_mha"}),
     "MultiHeadAttention drops the mask in cross-attention": (
         [("        out, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, h, T_q, d_head)\n",
-          "        out, _ = scaled_dot_product_attention(q, k, v, mask if context is x else None)\n")], {"4"}, {"cross_attention", "public_mha"}),
+          "        out, _ = scaled_dot_product_attention(q, k, v, mask if context is x else None)\n")],
+        {"4"}, {"cross_attention", "public_mha"}),
     "GQA group size n_kv_heads instead of n_heads // n_kv_heads": (
-        [("        group = self.n_heads // self.n_kv_heads\n", "        group = self.n_kv_heads\n")], {"5"}, {"public_gqa", "gqa_vs_builtin", "gqa_options", "gqa_gradients", "gqa_equals_mha"}),
+        [("        group = self.n_heads // self.n_kv_heads\n", "        group = self.n_kv_heads\n")], {"5"},
+        {"public_gqa", "gqa_vs_builtin", "gqa_options", "gqa_gradients", "gqa_equals_mha"}),
     "apply_rope ignores base": (
         [(ROPE_THETA, ROPE_THETA.replace("base **", "10000.0 **"))], {"6"}, ROPE),
     "apply_rope ignores positions": (
@@ -142,11 +146,13 @@ BUGS |= {
                           "    weights = torch.nan_to_num(torch.softmax(scores, dim=-1))\n    if mask is not None:  # a row")],
         {"2"}, {"public_sdpa", "sdpa_gradients"}),
     "scaled_dot_product_attention only for 4-D inputs": (
-        [(SCORES, "    scores = q @ k.transpose(2, 3) / math.sqrt(q.size(-1))\n")], {"2"}, {"public_sdpa", "sdpa_vs_builtin", "sdpa_gradients"}),
+        [(SCORES, "    scores = q @ k.transpose(2, 3) / math.sqrt(q.size(-1))\n")], {"2"},
+        {"public_sdpa", "sdpa_vs_builtin", "sdpa_gradients"}),
     "sinusoidal_positions ignores dtype": (
         [("    return table.to(dtype)", "    return table.float()")], {"7"}, Q7_ARGUMENTS),
     "causal_mask returns a float mask": (
-        [("    return j <= i + (T_k - T_q)", "    return (j <= i + (T_k - T_q)).float()")], {"3"}, {"public_masks", "causal_mask_hidden"}),
+        [("    return j <= i + (T_k - T_q)", "    return (j <= i + (T_k - T_q)).float()")], {"3"},
+        {"public_masks", "causal_mask_hidden"}),
     "alibi_bias aligned upper-left": (
         [("    i = torch.arange(T_q, device=device)[:, None] + (T_k - T_q)\n",
           "    i = torch.arange(T_q, device=device)[:, None]\n")], {"6"}, {"public_positions", "alibi_bias_hidden"}),
