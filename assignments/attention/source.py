@@ -31,7 +31,8 @@
 #   `(..., T_q, T_k)`.
 # - **Device and dtype.** Your code must run unchanged on a GPU and in float64. Never create a
 #   tensor with a fixed device or dtype: use `device=x.device, dtype=x.dtype` or `torch.zeros_like(x)`.
-#   Q7 checks this (on the CPU, by running your modules on PyTorch's data-less `meta` device).
+#   Q7 checks this (in float64, and on the CPU by running your modules on PyTorch's data-less
+#   `meta` device).
 #
 # **How grading works.** Only cells marked as *graded* are graded, by name: keep the names and
 # signatures. Graded cells must work on their own: imports inside, no training or printing. Put
@@ -371,11 +372,14 @@ def alibi_bias(n_heads, T_q, T_k=None, device=None):
 # %% [markdown]
 # ## Q7. Device- and dtype-agnostic code
 #
-# No new code: the grader runs your modules with every input and parameter on PyTorch's `meta`
-# device (tensors with shapes but no data) and in float64. Any tensor your code creates on a fixed
-# device (`torch.zeros(T, T)` inside `forward`, `torch.arange(T)` without `device=`) or with a
-# fixed dtype shows up there, and would crash on a GPU. You can try it yourself:
-# `MultiHeadAttention(16, 4).to("meta")(torch.randn(2, 5, 16, device="meta"))`.
+# No new code: the grader runs your modules and functions in float64 and checks the results against
+# a float64 truth at float64 accuracy (a computation done in float32 and cast back loses about 9
+# digits and fails), and checks that `device=` and `dtype=` arguments are followed
+# (`sinusoidal_positions(T, d, dtype=torch.float64)`, `causal_mask(T, device=...)`). It also runs
+# your modules with every input and parameter on PyTorch's `meta` device (tensors with shapes but
+# no data): a tensor your code creates on a fixed device (`torch.zeros(T, T)` inside `forward`,
+# `torch.arange(T)` without `device=`) shows up there, and would crash on a GPU. You can try it
+# yourself: `MultiHeadAttention(16, 4).to("meta")(torch.randn(2, 5, 16, device="meta"))`.
 
 # %% [markdown]
 # ## Experiments (not graded)
