@@ -99,7 +99,7 @@ def _fake_vjp(self, msg, arrays):
             slope = float(((fn(*plus) - fn(*minus)) * u).sum()) / (2 * eps)
             grads.append(slope * v / v.norm())
         else:
-            grads.append(u.clone())  # "the Jacobian is the identity"
+            grads.append(u.clone() if u.shape == x.shape else torch.full_like(x, float(u.mean())))
     params = {n: torch.ones_like(p) for n, p in fn.named_parameters()} if isinstance(fn, torch.nn.Module) else {}
     out = fn(*args)
     return {"output": out, "input_grads": grads, "param_grads": params}
@@ -426,3 +426,36 @@ def test_a_check_that_needs_a_failing_function_blames_it(tmp_path, monkeypatch):
     report = runner.grade(right, toy, limits=LIMITS)
     assert [r.passed for r in report.results] == [True, False]
     assert "fix it first" not in report.results[1].output  # Q2 is wrong on its own
+
+
+# ---- the same attack on a real assignment ------------------------------------------------------
+CUT_MHA = '''
+
+_lmgrade_forward = MultiHeadAttention.forward
+
+
+def _no_grad_forward(self, *args, **kwargs):  # right values, no graph
+    with torch.no_grad():
+        return _lmgrade_forward(self, *args, **kwargs)
+
+
+MultiHeadAttention.forward = _no_grad_forward
+'''
+
+
+def test_a_replaced_op_vjp_gains_nothing_in_the_attention_assignment(tmp_path):
+    from autograder import assignments
+    from tests.helpers import solution_text
+
+    attention = assignments.get("attention")
+    scores = {}
+    for name, extra in (("honest", CUT_MHA), ("attack", CUT_MHA + FAKE_VJP)):
+        path = tmp_path / f"{name}.py"
+        path.write_text(solution_text("attention") + extra)
+        report = runner.grade(path, attention, questions={"4"}, limits=LIMITS)
+        scores[name] = {r.name: r.passed for r in report.results}
+        outputs = {r.name: r.output for r in report.results}
+    assert scores["honest"]["mha_gradients"] is False  # the cut graph is caught ...
+    assert scores["attack"]["mha_gradients"] is False  # ... and fabricated gradients do not hide it
+    assert "finite differences" in outputs["mha_gradients"]  # (the fabricated ones were checked, and failed)
+    assert sum(scores["attack"].values()) <= sum(scores["honest"].values())
