@@ -41,6 +41,15 @@ def assert_module_close(got, expected: torch.Tensor, what: str, dtype) -> None:
     _module_close(got, expected.to(dtype), what, dtype)
 
 
+def assert_huge_close(got, expected: torch.Tensor, what: str, dtype) -> None:
+    """Scores x1000 in float32: each score carries a rounding error near 1e-4, which moves the weights
+    by as much; any correct order of operations lands within 1e-2, overflow and NaN do not."""
+    if dtype == F32:
+        assert_close(got, expected.to(dtype), what, rtol=1e-2, atol=1e-2)
+    else:
+        assert_module_close(got, expected, what, dtype)
+
+
 def name_of(dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -96,8 +105,9 @@ def dot_product_hidden(t):
                                     shape=(B, d))
             assert_dtype(weights, name_of(dtype), what + " weights")
             w = torch.softmax(torch.einsum("bsd,bd->bs", H.double(), h.double()), -1)
-            assert_module_close(weights, w, what + " weights", dtype)
-            assert_module_close(context, torch.einsum("bs,bsd->bd", w, H.double()), what + " context", dtype)
+            close = assert_huge_close if scale > 1 else assert_module_close
+            close(weights, w, what + " weights", dtype)
+            close(context, torch.einsum("bs,bsd->bd", w, H.double()), what + " context", dtype)
 
 
 @check(1, 1, "bilinear_attention with d_dec != d_enc (float32, float64, huge scores)", uses=("bilinear_attention",))
@@ -112,8 +122,9 @@ def bilinear_hidden(t):
                                     shape=(B, d_enc))
             assert_shape(weights, (B, S), what + " weights")
             w = torch.softmax(torch.einsum("bi,ij,bsj->bs", h.double(), W.double(), H.double()), -1)
-            assert_module_close(weights, w, what + " weights", dtype)
-            assert_module_close(context, torch.einsum("bs,bsd->bd", w, H.double()), what + " context", dtype)
+            close = assert_huge_close if scale > 1 else assert_module_close
+            close(weights, w, what + " weights", dtype)
+            close(context, torch.einsum("bs,bsd->bd", w, H.double()), what + " context", dtype)
 
 
 @check(1, 1, "gradients of both Q1 functions (gradcheck, float64)", uses=("dot_product_attention", "bilinear_attention"))
@@ -215,7 +226,7 @@ def sdpa_stability(t):
             out, weights = call(t, t.student.scaled_dot_product_attention, q, k, v, mask, what=what, index=0)
             assert_finite(out, what + " output")
             assert_finite(output(weights, None, what), what + " weights")
-            assert_module_close(out, true_attention(q, k, v, mask)[0], what + " output", dtype)
+            assert_huge_close(out, true_attention(q, k, v, mask)[0], what + " output", dtype)
 
 
 @check(2, 2, "gradients w.r.t. q, k and v (gradcheck, float64), also with a fully masked row", uses=SDPA)

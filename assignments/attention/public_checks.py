@@ -19,10 +19,10 @@ from autograder.torch_checks import (
 F32, F64 = torch.float32, torch.float64
 
 
-def close(got, expected, what: str, dtype=F32) -> None:
+def close(got, expected, what: str, dtype=F32, tol: float | None = None) -> None:
     """Student output against the recorded reference value: the output's dtype, then its values."""
     assert_dtype(got, str(dtype).removeprefix("torch."), what)
-    tol = 1e-5 if dtype == F32 else 1e-9
+    tol = tol or (1e-5 if dtype == F32 else 1e-9)
     assert_close(got, expected, what, rtol=tol, atol=tol)
 
 
@@ -60,8 +60,9 @@ def public_sdpa(t):
         expected = t.expected(label, lambda ref: ref.scaled_dot_product_attention(qs, k, v, m))
         what = f"scaled_dot_product_attention({shapes}, {label})"
         assert_finite(got[0], what + " output")
-        close(got[0], expected[0], what + " output")
-        close(got[1], expected[1], what + " weights")
+        tol = {} if scale == 1 else {"tol": 1e-2}  # float32 scores x1000 carry rounding errors near 1e-4
+        close(got[0], expected[0], what + " output", **tol)
+        close(got[1], expected[1], what + " weights", **tol)
     q3, k3, v3 = q[0, 0:1].double(), k[0, 0:1].double(), v[0, 0:1].double()  # 3-D, batch of one, float64
     got = call_pure(t.student.scaled_dot_product_attention, q3, k3, v3, mask=causal)
     expected = t.expected("3-D", lambda ref: ref.scaled_dot_product_attention(q3, k3, v3, mask=causal))
