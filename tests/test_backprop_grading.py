@@ -39,7 +39,7 @@ def test_every_question_has_public_and_hidden_checks():
     assert {c.question for c in checks if c.public} == set(BACKPROP.questions)
     assert {c.question for c in checks if not c.public} == set(BACKPROP.questions)
     assert all(c.points > 0 for c in checks)
-    assert sum(c.points for c in checks) == 37
+    assert sum(c.points for c in checks) == 40
 
 
 def test_every_check_declares_what_it_grades_and_what_it_needs():

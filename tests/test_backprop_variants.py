@@ -40,11 +40,11 @@ BUGS = {
         {"public_softmax", "softmax_stable", "primer_stable"}),  # Q2 calls softmax on logits of +-1000
     "log_softmax as the log of softmax": (
         [("    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))", "    return np.log(softmax(z))")],
-        {"public_softmax", "softmax_stable"}),
+        {"public_softmax", "softmax_stable", "cross_entropy_hidden"}),  # cross_entropy uses log_softmax
     "cross_entropy sums over the batch instead of averaging": (
         [("return float(-logp[np.arange(len(targets)), targets].mean())",
           "return float(-logp[np.arange(len(targets)), targets].sum())")],
-        {"public_softmax", "cross_entropy_hidden", "softmax_stable"} | FFNN_GRADS),
+        {"public_cross_entropy", "cross_entropy_hidden"} | FFNN_GRADS),
     "log-softmax Jacobian transposed": (
         [("    return np.eye(len(p)) - p[None, :]", "    return np.eye(len(p)) - p[:, None]")],
         {"jacobians_hidden"} | PRIMER),
@@ -53,16 +53,16 @@ BUGS = {
         {"ce_grad_hidden", "public_train"} | PRIMER | FFNN_GRADS),
     "bias gradient not summed over the batch": (
         [("    db = dout.sum(axis=0)", "    db = dout")],
-        {"public_layers", "linear_hidden", "public_train", "train_steps_hidden"} | FFNN_GRADS),
+        {"public_linear", "linear_hidden", "public_train", "train_steps_hidden"} | FFNN_GRADS),
     "weight gradient transposed": (
         [("    dW = dout.T @ x", "    dW = x.T @ dout")],
-        {"public_layers", "linear_hidden", "public_train", "train_steps_hidden"} | FFNN_GRADS),
+        {"public_linear", "linear_hidden", "public_train", "train_steps_hidden"} | FFNN_GRADS),
     "tanh derivative 1 - h instead of 1 - h**2": (
         [("    return dout * (1.0 - h ** 2)", "    return dout * (1.0 - h)")],
-        {"public_layers", "tanh_hidden"} | FFNN_GRADS),
+        {"public_tanh", "tanh_hidden"} | FFNN_GRADS),
     "embedding backward assigns instead of accumulating": (
         [("    np.add.at(dE, ids, dout)", "    dE[ids] = dout")],
-        {"public_layers", "embedding_hidden"} | FFNN_GRADS),
+        {"public_embedding", "embedding_hidden"} | FFNN_GRADS),
     "gradient checker with a one-sided difference and a large step": (
         [("eps: float = 1e-6) -> np.ndarray:", "eps: float = 1e-2) -> np.ndarray:"),
          ("eps: float = 1e-6, tol: float = 1e-6):", "eps: float = 1e-2, tol: float = 1e-6):"),
@@ -84,7 +84,7 @@ BUGS = {
         {"public_softmax", "softmax_hidden", "public_primer", "jacobians_hidden", "chain_hidden", "ce_grad_hidden"}),
     "tanh_backward multiplies dout in place": (
         [("    return dout * (1.0 - h ** 2)", "    dout *= 1.0 - h ** 2\n    return dout")],
-        {"public_layers", "tanh_hidden"}),
+        {"public_tanh", "tanh_hidden"}),
     "cross_entropy_grad shifts the caller's logits in place": (
         [("    B = logits.shape[0]\n    grad = softmax(logits)\n",
           "    B = logits.shape[0]\n    logits -= logits.max(axis=1, keepdims=True)\n"

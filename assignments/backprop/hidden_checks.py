@@ -157,9 +157,10 @@ def softmax_hidden(t):
             assert_close(got, expected.numpy(), what)
 
 
-@check(1, 1, "cross_entropy is the batch mean (batch 1 and 6, repeated targets), a float64 number, inputs unchanged",
-       uses=("cross_entropy",),
-       hint="the loss is the MEAN over the batch of -log softmax(logits[b])[targets[b]].")
+@check(1, 1, "cross_entropy is the batch mean (batch 1 and 6, repeated targets, logits of +-1000), a float64 "
+             "number, inputs unchanged", uses=("cross_entropy",),
+       hint="the loss is the MEAN over the batch of -log softmax(logits[b])[targets[b]], from log_softmax (never "
+            "log(softmax(...)), which is log(0) for large logits).")
 def cross_entropy_hidden(t):
     for B in (1, 6):
         logits, targets = 2 * t.rng.normal(size=(B, 9)), t.rng.integers(0, 9, size=B)
@@ -168,16 +169,23 @@ def cross_entropy_hidden(t):
         what = f"cross_entropy(logits ({B}, 9), targets ({B},))"
         got = scalar(float64(pure(t, "cross_entropy", logits, targets, what=what), what), what)
         assert_close(got, expected, what)
+    z = np.array([[1000.0, 0.0, -1000.0, 999.0, 5.0], [-1000.0, -1000.0, -999.0, -1000.0, -1002.0],
+                  [-1000.0, 1000.0, 0.0, -500.0, 700.0]])  # (3, 5)
+    targets = np.array([2, 4, 0])
+    what = "cross_entropy(logits of +-1000 (3, 5), targets)"
+    got = scalar(t.student.cross_entropy(z, targets), what)
+    assert_finite(got, what)
+    assert_close(got, float(F.cross_entropy(tt(z), torch.as_tensor(targets))), what)
 
 
-@check(1, 2, "stable for logits of +-1000 (2-D and 3-D): no NaN, no inf, correct values", uses=Q1,
+@check(1, 2, "softmax and log_softmax stable for logits of +-1000 (2-D and 3-D): no NaN, no inf, correct values",
+       uses=("softmax", "log_softmax"),
        hint="subtract each row's maximum before np.exp; compute log_softmax as (z - max) - log(sum(exp(z - max))), "
             "never as log(softmax(z)).")
 def softmax_stable(t):
     z = np.array([[1000.0, 0.0, -1000.0, 999.0, 5.0], [-1000.0, -1000.0, -999.0, -1000.0, -1002.0],
                   [1000.0, 1000.0, 1000.0, 1000.0, 1000.0], [-1000.0, 1000.0, 0.0, -500.0, 700.0]])  # (4, 5)
     z = np.concatenate([z, 1000 * t.rng.normal(size=(2, 5))])  # (6, 5)
-    targets = np.array([2, 4, 0, 0, 1, 3])
     for name, expected in (("softmax", torch.softmax(tt(z), -1)), ("log_softmax", torch.log_softmax(tt(z), -1))):
         got = getattr(t.student, name)(z)
         assert_finite(got, f"{name}(logits of +-1000 (6, 5))")
@@ -188,9 +196,6 @@ def softmax_stable(t):
         got = getattr(t.student, name)(shifted)
         assert_finite(got, f"{name}(logits near 1000 (2, 3, 4))")
         assert_close(got, expected.numpy(), f"{name}(logits near 1000 (2, 3, 4))")
-    got = scalar(t.student.cross_entropy(z, targets), "cross_entropy(logits of +-1000 (6, 5), targets)")
-    assert_finite(got, "cross_entropy(logits of +-1000 (6, 5), targets)")
-    assert_close(got, float(F.cross_entropy(tt(z), torch.as_tensor(targets))), "cross_entropy(logits of +-1000, targets)")
 
 
 # ---- Q2 -------------------------------------------------------------------------------------
