@@ -1,18 +1,21 @@
 """How much room the Q6 perplexity thresholds and flags leave, measured over sampling plans and languages.
 
 Q6 scores a model from its whole next-word distributions at sampled held-out positions (every first
-position, plus one later position in each of `SAMPLED` sentences: `autograder/perplexity.py`). The
-threshold is the reference's perplexity on the same positions plus 10%. A model is flagged as having
-seen the test text when its held-out perplexity is below `BELOW_REFERENCE` times the reference's, or
-below `BELOW_VALIDATION` times its own validation perplexity (and, on synthetic text, more than 2%
-below the Bayes-optimal floor).
+position, plus one later position in each of a growing number of sentences: `autograder/perplexity.py`),
+always paired with the staff model on the same positions. The check passes a model whose perplexity is
+within 10% of the staff model's; it flags, with no points, one below `BELOW_REFERENCE` times the staff
+model's, or whose lead over the staff model on held-out text is below `BELOW_VALIDATION` times its lead
+on validation (each by Z standard errors), or, on synthetic text, more than 2% below the Bayes-optimal
+floor. On Shakespeare it asks for more positions (`ROUNDS`) while the estimate is within Z standard
+errors of a line.
 
-This prints, for correct models a student might submit and for models that did see the test text,
-the full-text ratio and the spread of the sampled estimate over many plans (the plan is secret and
-differs per submission). Correct models must pass or fail by their full-text ratio, never by the
-plan; cheating models must be flagged under every plan.
+This runs the check's own decision (`hidden_checks.judge`) for correct models a student might submit and
+for models that did see the held-out text, over many plans (the plan is secret and differs per
+submission), and prints the share of plans where each model passes, fails or is flagged, the spread of
+the sampled ratio where the check decided, and how many positions it needed. Correct models must pass or
+fail by their whole-text ratio, never by the plan; cheating models must be flagged under every plan.
 
-Run: .venv/bin/python bench/ngram_thresholds.py [--plans 400]   (about four minutes)
+Run: .venv/bin/python bench/ngram_thresholds.py [--plans 100] [--languages 3]   (about ten minutes)
 """
 import argparse
 import importlib.util
