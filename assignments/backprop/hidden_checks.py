@@ -381,7 +381,7 @@ def uniform_problem(values: np.ndarray, bound: float, guesses: dict) -> str | No
     """Why `values` do not look like Uniform(-bound, bound), or None (2,000+ draws)."""
     top, low, mean = float(values.max()), float(values.min()), float(values.mean())
     if top <= bound and low >= -bound and top >= 0.95 * bound and low <= -0.95 * bound \
-            and abs(mean) < 0.05 * bound and 0.45 * bound < float(np.abs(values).mean()) < 0.55 * bound:
+            and abs(mean) < 0.08 * bound and 0.45 * bound < float(np.abs(values).mean()) < 0.55 * bound:
         return None
     text = f"values from {low:.4f} to {top:.4f} with mean {mean:.4f}, expected uniform in +-{bound:.4f}"
     if low >= -0.05 * bound:
