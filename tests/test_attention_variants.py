@@ -153,6 +153,9 @@ BUGS |= {
     "causal_mask returns a float mask": (
         [("    return j <= i + (T_k - T_q)", "    return (j <= i + (T_k - T_q)).float()")], {"3"},
         {"public_masks", "causal_mask_hidden"}),
+    "dropout left on the attention weights": (
+        [(SOFTMAX, SOFTMAX.replace("dim=-1)", "dim=-1)\n    weights = torch.nn.functional.dropout(weights, 0.1)"))],
+        {"2"}, MASKING),
     "alibi_bias aligned upper-left": (
         [("    i = torch.arange(T_q, device=device)[:, None] + (T_k - T_q)\n",
           "    i = torch.arange(T_q, device=device)[:, None]\n")], {"6"}, {"public_positions", "alibi_bias_hidden"}),
@@ -303,6 +306,12 @@ def test_a_module_failing_through_scaled_dot_product_attention_blames_it_and_not
     for name in ("mha_vs_builtin", "cross_attention", "public_mha", "gqa_vs_builtin", "public_gqa"):
         assert "`scaled_dot_product_attention` (Q2) fails its own checks; fix it first." in results[name], name
     assert not any("`split_heads`" in out or "`merge_heads`" in out for out in results.values())
+
+
+def test_randomness_is_named_as_the_likely_cause(tmp_path):
+    replacements, questions, _ = BUGS["dropout left on the attention weights"]
+    results = grade(tmp_path, edited(replacements), questions)
+    assert "is randomness left on" in results["sdpa_vs_builtin"]
 
 
 def test_in_process_grading_agrees_with_the_runner(tmp_path):

@@ -21,7 +21,7 @@ from torch import nn
 from autograder.checks import check
 from autograder.compare import assert_close, assert_dtype, assert_equal, assert_finite, assert_shape
 from autograder.errors import CheckFailed
-from autograder.purity import call_pure
+from autograder.purity import call_pure, call_twice
 from autograder.torch_checks import (
     assert_causal, assert_device_agnostic, assert_on_device, assert_param_grads, assert_permutation_equivariant,
     gradcheck, linear_state, output, randn, reference_module, student_module,
@@ -167,6 +167,8 @@ def sdpa_what(q, k, v, label, dtype) -> str:
 def sdpa_vs_builtin(t):
     masks = {"no mask": None, "a (T_q, T_k) mask": random_mask(t, TQ, TK),
              "a (B, 1, 1, T_k) mask": random_mask(t, B, 1, 1, TK), "a (B, h, T_q, T_k) mask": random_mask(t, B, H, TQ, TK)}
+    q, k, v = sdpa_inputs(t, F64)
+    call_twice(t.student.scaled_dot_product_attention, q, k, v, what=sdpa_what(q, k, v, "no mask", F64))
     for dtype in DTYPES:
         q, k, v = sdpa_inputs(t, dtype)
         for label, mask in masks.items():
@@ -322,6 +324,7 @@ def mha_vs_builtin(t):
         state = mha_state(t)
         x = randn(t, 2, T, D, dtype=dtype)
         module = student_module(t, t.student.MultiHeadAttention, (D, HEADS), state, dtype)
+        call_twice(module, x, what=f"MultiHeadAttention({D}, {HEADS})(x (2, {T}, {D}), {name_of(dtype)})")
         cases = (("no mask", None, {}), ("a causal (T, T) mask", causal, {"attn_mask": ~causal}),
                  ("a padding (B, 1, 1, T) mask", valid[:, None, None, :], {"key_padding_mask": ~valid}))
         for label, mask, builtin_masks in cases:
