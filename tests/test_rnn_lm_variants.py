@@ -56,7 +56,7 @@ BUGS = {
           "            self.proj.weight = nn.Parameter(self.embedding.weight.detach().clone())")], {"3"}, {"rnnlm_tied"}),
     "batchify column-major": ([("    return stream[: batch_size * L].reshape(batch_size, L).clone()",
                                 "    return stream[: batch_size * L].reshape(L, batch_size).T.clone()")], {"4"},
-                              {"public_tbptt_pieces", "batchify_hidden"} | TRAIN),
+                              {"public_tbptt_pieces", "batchify_hidden", "public_train_lm", "train_lm_exact"}),
     "targets not shifted in get_chunk": ([("    return data[:, i:i + n], data[:, i + 1:i + 1 + n]",
                                            "    return data[:, i:i + n], data[:, i:i + n]")], {"4"},
                                          {"public_tbptt_pieces", "get_chunk_hidden"} | TRAIN),
@@ -72,9 +72,9 @@ BUGS = {
         [("        grads = torch.autograd.grad(hs[-1].sum(), hs)", "        grads = torch.autograd.grad(hs[-1].mean(), hs)")],
         {"5"}, {"public_hidden_grad_norms", "hidden_grad_norms_hidden"}),
     "greedy decoding runs past </s>": (
-        [("            out.append(token)\n            if token == eos_id:\n                break\n"
-          "            logits, state = model(torch.tensor([[token]]), state)\n    return out",
-          "            out.append(token)\n            logits, state = model(torch.tensor([[token]]), state)\n    return out")],
+        [("            token = int(logits[0, -1].argmax())\n            out.append(token)\n            if token == eos_id:\n"
+          "                break\n",
+          "            token = int(logits[0, -1].argmax())\n            out.append(token)\n")],
         {"6"}, {"greedy_hidden"}),
     "temperature ignored": ([(TEMPERATURE, TEMPERATURE.replace(" / temperature", ""))], {"6"}, {"sample_hidden"}),
     "a new generator at every step": (
@@ -87,37 +87,38 @@ BUGS = {
           "    scored.sort(key=lambda pair: -pair[1] * len(pair[0]) ** alpha)")], {"6"}, {"beam_exhaustive"}),
     "attention softmax over the batch": ([(ATTN_SOFTMAX, ATTN_SOFTMAX.replace("dim=-1", "dim=0"))], {"8"},
                                          {"public_attention", "attention_hidden", "attention_gradients",
-                                          "seq2seq_forward_hidden", "train_seq2seq_exact", "greedy_translate_hidden",
-                                          "seq2seq_reversal"}),
+                                          "seq2seq_forward_hidden", "train_seq2seq_exact", "seq2seq_reversal"}),
 }
 
+# name: (replacements, questions graded)
 CORRECT = {
-    "Elman cell with F.linear": [(RNN_CELL, "        return torch.tanh(F.linear(x, self.weight_ih, self.bias_ih)"
+    "Elman cell with F.linear": ([(RNN_CELL, "        return torch.tanh(F.linear(x, self.weight_ih, self.bias_ih)"
                                              " + F.linear(h, self.weight_hh, self.bias_hh))"),
                                  ("import math\n\nimport torch\nfrom torch import nn\n\n\nclass RNNCell",
                                   "import math\n\nimport torch\nimport torch.nn.functional as F\nfrom torch import nn\n\n\n"
-                                  "class RNNCell")],
-    "LSTM gates by slicing, addmm": [(
+                                  "class RNNCell")], {"1", "5"}),
+    "LSTM gates by slicing, addmm": ([(
         "        gates = x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T + self.bias_hh  # (B, 4H)\n" + GATES,
         "        H = self.hidden_size\n"
         "        gates = torch.addmm(self.bias_ih, x, self.weight_ih.t()) + torch.addmm(self.bias_hh, h, self.weight_hh.t())\n"
-        "        i, f, g, o = gates[:, :H], gates[:, H:2 * H], gates[:, 2 * H:3 * H], gates[:, 3 * H:]")],
-    "loss by log_softmax and gather, clipping always scaled by a clamped factor": [
+        "        i, f, g, o = gates[:, :H], gates[:, H:2 * H], gates[:, 2 * H:3 * H], gates[:, 3 * H:]")], {"2"}),
+    "loss by log_softmax and gather, clipping always scaled by a clamped factor": ([
         ("    losses = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), reduction=\"none\")",
          "    logp = torch.log_softmax(logits, dim=-1).reshape(-1, logits.size(-1))\n"
          "    losses = -logp.gather(1, targets.reshape(-1, 1))[:, 0]"),
         ("    if total > max_norm:\n        for g in grads:\n" + SCALE,
          "    factor = torch.clamp(max_norm / (total + 1e-6), max=1.0)\n    for g in grads:\n        g.mul_(factor)")],
-    "sampling by inverse CDF of one uniform per step": [(
+        {"3", "4"}),
+    "sampling by inverse CDF of one uniform per step": ([(
         "            token = int(torch.multinomial(probs, 1, generator=generator))",
         "            u = torch.rand((), generator=generator, dtype=probs.dtype)\n"
-        "            token = min(int((probs.cumsum(0) < u).sum()), probs.numel() - 1)")],
-    "greedy as beam search of width 1": [(
+        "            token = min(int((probs.cumsum(0) < u).sum()), probs.numel() - 1)")], {"6"}),
+    "greedy as beam search of width 1": ([(
         "    with torch.no_grad():\n        logits, state = model(torch.tensor([prefix]), None)\n        out = []\n"
         "        for _ in range(max_len):\n            token = int(logits[0, -1].argmax())\n",
         "    return beam_search(model, prefix, 1, max_len, eos_id)[0][0]\n"
         "    with torch.no_grad():\n        logits, state = model(torch.tensor([prefix]), None)\n        out = []\n"
-        "        for _ in range(max_len):\n            token = int(logits[0, -1].argmax())\n")],
+        "        for _ in range(max_len):\n            token = int(logits[0, -1].argmax())\n")], {"6"}),
 }
 
 
@@ -139,5 +140,6 @@ def test_bug_is_caught_by_exactly_its_checks(tmp_path, bug):
 
 @pytest.mark.parametrize("variant", sorted(CORRECT))
 def test_correct_variant_gets_full_marks(tmp_path, variant):
-    report = grade(tmp_path, edited_solution("rnn_lm", CORRECT[variant]), {"1", "2", "3", "4", "5", "6"})
+    replacements, questions = CORRECT[variant]
+    report = grade(tmp_path, edited_solution("rnn_lm", replacements), questions)
     assert {r.name: r.output for r in report.results if not r.passed} == {}

@@ -749,6 +749,7 @@ def sample_hidden(t):
                 f"{int(counts[worst])} times, expected about {probs[worst] * SAMPLES:.0f}. Check the temperature "
                 "(divide the logits by it) and that the generator is created once per call.")
     what = f"sample(TableModel, {prefix}, 6, {eos}, temperature=1.0, seed=11)"
+    call_pure(t.student.sample, model, prefix, 6, eos, temperature=0.7, seed=3, what=what.replace("1.0", "0.7"))
     first = call_twice(t.student.sample, model, prefix, 6, eos, temperature=1.0, seed=11, what=what)
     assert_equal(token_list(t.student.sample(model, prefix, 6, eos, seed=11), what), token_list(first, what),
                  f"sample(TableModel, {prefix}, 6, {eos}, seed=11) (temperature left at its default, 1.0) vs {what}")
@@ -889,7 +890,7 @@ def checked_state(state, expected: dict, what: str) -> dict:
             raise CheckFailed(f"{what}: `{name}` has shape {tuple(got.shape)}, expected {tuple(value.shape)}")
         if not bool(torch.isfinite(got).all()):
             raise CheckFailed(f"{what}: `{name}` has NaN or infinite values after training: training diverged.")
-        out[name] = got.detach().float()
+        out[name] = got.detach()
     return out
 
 
@@ -967,6 +968,9 @@ def attention_hidden(t):
             assert_close_mod(context, expected_context, what + " context", dtype)
             if mask is not None and bool((output(weights, None, what)[~mask] != 0).any()):
                 raise CheckFailed(f"{what}: padded positions got a non-zero weight; mask the scores before the softmax")
+    module = make_module(t, t.student.AdditiveAttention, (Hq, Hk, A), w, F32)
+    device_note(t, module, [randn(t, 2, Hq, dtype=F32), randn(t, 2, 5, Hk, dtype=F32), length_mask([5, 2], 5)],
+                f"AdditiveAttention({Hq}, {Hk}, {A})(query, keys, mask)")
 
 
 @check(8, 1, "AdditiveAttention gradients (gradcheck w.r.t. query and keys, and every parameter, float64)",
@@ -1052,8 +1056,7 @@ def train_seq2seq_exact(t):
         assert_close(losses, np.array(expected), f"{what}: the loss of each step", rtol=1e-7, atol=1e-9)
         got = checked_state(model.state_dict(), ref.state_dict(), what)
         for name, value in ref.state_dict().items():
-            assert_close(model.state_dict()[name], value, f"{what}: `{name}` after training", rtol=1e-6, atol=1e-9)
-        del got
+            assert_close(got[name], value, f"{what}: `{name}` after training", rtol=1e-6, atol=1e-9)
 
 
 @check(8, 1, "greedy_translate: the reference's greedy outputs on a random model, cut at </s>", uses=S2S_USES +
