@@ -117,10 +117,12 @@ def reference_results(assignment: Assignment) -> dict:
 def _blame_earlier_functions(results: list, specs: list) -> None:
     """A check that fails because a function it `needs` is wrong says so, naming that function's question."""
     failing: dict[str, str] = {}  # student name -> question of a failing check that grades it
+    graded_alone = {spec.uses[0] for spec in specs if len(spec.uses) == 1}
     for result, spec in zip(results, specs):
         if not result.passed:
-            for name in spec.uses:
-                failing.setdefault(name, spec.question)
+            for name in spec.uses:  # a check of several names blames only those no check grades alone
+                if len(spec.uses) == 1 or name not in graded_alone:
+                    failing.setdefault(name, spec.question)
     for result, spec in zip(results, specs):
         if result.passed or not spec.needs:
             continue

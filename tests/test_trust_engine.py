@@ -459,3 +459,21 @@ def test_a_replaced_op_vjp_gains_nothing_in_the_attention_assignment(tmp_path):
     assert scores["attack"]["mha_gradients"] is False  # ... and fabricated gradients do not hide it
     assert "finite differences" in outputs["mha_gradients"]  # (the fabricated ones were checked, and failed)
     assert sum(scores["attack"].values()) <= sum(scores["honest"].values())
+
+
+def test_blame_names_only_functions_that_fail_on_their_own():
+    """A check of two functions that fails blames neither when each passes its own check."""
+    from autograder.checks import CheckSpec
+
+    def spec(name, question, uses, needs=()):
+        return CheckSpec(name=name, question=question, points=1, title=name, uses=uses, needs=needs)
+
+    def result(s, passed):
+        return runner.CheckResult(s.name, s.question, s.title, 0, 1, passed, "x", False)
+
+    specs = [spec("softmax_alone", "1", ("softmax",)), spec("loss_alone", "1", ("loss",)),
+             spec("both", "1", ("softmax", "loss")), spec("later", "2", ("train",), needs=("softmax", "loss"))]
+    results = [result(specs[0], True), result(specs[1], False), result(specs[2], False), result(specs[3], False)]
+    runner._blame_earlier_functions(results, specs)
+    assert "`loss` (Q1) fails its own checks" in results[3].output
+    assert "`softmax`" not in results[3].output
