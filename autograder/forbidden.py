@@ -31,6 +31,9 @@ from dataclasses import dataclass
 
 from autograder.extract import Cell
 
+# The grader's own code in the worker: graded code that names it may rewrite what the worker reports.
+ENGINE_NAMES = frozenset({"autograder", "lmgrade", "Worker", "op_meta", "op_vjp", "op_call", "op_getattr",
+                          "place_tensors", "CappedWriter"})
 # Reading or rewriting namespaces from the top level: such a statement can rebind any name.
 NAMESPACE_TOOLS = {"globals", "locals", "setattr", "exec", "eval", "compile", "builtins", "__builtins__", "sys"}
 NAMESPACE_ATTRS = {"__builtins__", "__globals__", "f_globals", "modules", "__setattr__"}

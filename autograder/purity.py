@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from autograder.errors import CheckFailed
-from autograder.remote import Remote, describe_args
+from autograder.remote import Remote, _describe, describe_args
 
 __all__ = ["call_pure", "call_twice", "first_difference"]
 
@@ -58,6 +58,7 @@ def _store(student, value, label: str, stored: list):
     if not _mutable(value):
         return value
     handle = student.put(value, label)
+    handle._label = _describe(value)  # failures inside the call show shapes, not `<Tensor>`
     stored.append((label, value, handle))
     return handle
 

@@ -59,6 +59,9 @@ class Student:
         self._explain_name_error = explain_name_error or (lambda message: "")
         self._memory_limit_gib = getattr(getattr(channel, "limits", None), "memory_bytes", 3 << 30) / (1 << 30)
         self.printed: list[str] = []  # what the student's code printed during this check
+        # Set by the runner when graded code reaches into the engine (forbidden.ENGINE_NAMES): then
+        # what the worker reports about itself (device placement) is not believed, even to pass.
+        self.tampering: str | None = None
 
     def __getattr__(self, name: str) -> "Remote":
         if name.startswith("_"):
@@ -70,6 +73,7 @@ class Student:
         other = Student(self._channel, timeout=seconds, explain_missing=self._explain_missing,
                         explain_name_error=self._explain_name_error)
         other.printed = self.printed
+        other.tampering = self.tampering
         return other
 
     def put(self, value, label: str = "data") -> "Remote":

@@ -97,6 +97,9 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
                               explain_missing=lambda name: _explain_missing(name, sub, box),
                               explain_name_error=lambda msg: _explain_name_error(msg, sub))
             tainted = forbidden.tainted_names(sub.cells, assignment.forbidden)
+            reaches = [use for uses in forbidden.tainted_names(sub.cells, forbidden.ENGINE_NAMES).values()
+                       for use in uses]
+            student.tampering = str(reaches[0]) if reaches else None
             for fn in check_fns:
                 banned = _banned_message(fn.lmgrade_check, tainted)
                 report.results.append(_result(fn.lmgrade_check, False, banned) if banned

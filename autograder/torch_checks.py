@@ -31,6 +31,15 @@ def assert_module_close(got, expected: torch.Tensor, what: str, dtype: torch.dty
     assert_close(got, expected, what, rtol=rtol, atol=atol)
 
 
+def _refuse_if_tampered(call, what: str) -> None:
+    """Graded code that reaches into the worker's engine may have rewritten its reports: believe none."""
+    tampering = getattr(getattr(call, "_student", None), "tampering", None)
+    if tampering:
+        raise CheckFailed(f"{what}: not scored: graded code reaches into the grader's own code in your process "
+                          f"({tampering}), so what that process reports about device placement cannot be "
+                          "believed. Graded cells must not touch `autograder`.")
+
+
 def assert_on_device(value, device: str, what: str) -> str | None:
     """The student's output stayed where its inputs were (on CUDA this catches a stray `.cpu()`).
 
@@ -263,6 +272,7 @@ def assert_device_agnostic(call, args: list, what: str, *, device_arg: str | Non
     `causal_mask(T, device=...)`); `follows_dtype=False` for a function whose float outputs do not
     come from float inputs.
     """
+    _refuse_if_tampered(call, what)
     _check_real_dtype(call(*args), args, what, follows_dtype)
     if follows_dtype and "handle" not in getattr(call, "_target", {}) and any(
             isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in args):

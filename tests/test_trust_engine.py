@@ -7,6 +7,7 @@ primitives must decide exactly as they would for the same code without the attac
 gains nothing). Also here: replies that would balloon the grader's memory, reference results that
 a worker able to write the cache cannot change, and feedback that blames the function that is wrong.
 """
+import inspect
 import json
 import textwrap
 import tracemalloc
@@ -477,3 +478,19 @@ def test_blame_names_only_functions_that_fail_on_their_own():
     runner._blame_earlier_functions(results, specs)
     assert "`loss` (Q1) fails its own checks" in results[3].output
     assert "`softmax`" not in results[3].output
+
+
+def test_graded_code_that_reaches_the_engine_loses_the_device_checks(tmp_path):
+    """Replacing `Worker.op_meta` to hide a hard-coded device keeps no point that relies on the probe."""
+    from autograder import assignments
+    from tests.helpers import solution_text
+    attention = assignments.get("attention")
+    forged = tmp_path / "forged.py"
+    forged.write_text(solution_text("attention") + "\n\nimport sys\n" + FAKE_META.split("import sys", 1)[-1])
+    honest = runner.grade(attention.reference_path, attention, questions={"7"}, limits=LIMITS)
+    report = runner.grade(forged, attention, questions={"7"}, limits=LIMITS)
+    probed = {fn.__name__ for fn in attention.checks() if fn.lmgrade_check.question == "7"
+              and "assert_device_agnostic" in inspect.getsource(fn)}
+    assert all(r.passed for r in honest.results) and probed
+    lost = {r.name for r in report.results if not r.passed and "reaches into the grader's own code" in r.output}
+    assert probed <= lost and report.score < honest.score
