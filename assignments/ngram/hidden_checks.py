@@ -115,13 +115,13 @@ def reference_logprob(p: float) -> float:
     return math.log(p) if p > 0 else -math.inf
 
 
-def fitted(t, remote_class, args: tuple, corpus, what: str):
+def fitted(t, remote_class, args: tuple, corpus, what: str, **kwargs):
     """`remote_class(*args).fit(corpus)`, checking that neither the vocabulary nor the corpus changed
     and that fit returned the model."""
     vocab = args[1] if remote_class._label == "NGramLM" else args[0]
     vocab_handle = t.student.put(vocab, "the vocabulary")
     args = tuple(vocab_handle if a is vocab else a for a in args)
-    lm = remote_class(*args)
+    lm = remote_class(*args, **kwargs)
     result = call_pure(lm.fit, corpus, what=f"{what}.fit(corpus)")
     if result is None:
         raise CheckFailed(f"{what}.fit(corpus) returned None: the docstring says fit returns self, so that "
@@ -286,7 +286,7 @@ def tokenize_hidden(t):
 def vocab_hidden(t):
     corpus = random_corpus(t.rng, 200, 80) + [["<s>", "w1"], ["<s>", "w2"]]
     for min_count in (1, 3):
-        vocab = call_pure(t.student.build_vocab, corpus, min_count, what=f"build_vocab(corpus, min_count={min_count})")
+        vocab = call_pure(t.student.build_vocab, corpus, min_count=min_count, what=f"build_vocab(corpus, min_count={min_count})")
         if not isinstance(vocab, (set, frozenset)):
             raise CheckFailed(f"build_vocab(corpus, min_count={min_count}) returned a {type(vocab).__name__}; "
                               "the docstring says it returns a set")
@@ -368,7 +368,7 @@ def addk_hidden(t):
     for n, k in ((1, 1.0), (2, 0.01), (3, 0.5)):
         pairs = _pairs(t.rng, corpus, vocab, n, as_lists=True)
         ref_lm = t.ref.NGramLM(n, vocab, k).fit(corpus)
-        lm = t.student.NGramLM(n, vocab, k).fit(corpus)
+        lm = t.student.NGramLM(n, vocab, k=k).fit(corpus)  # the keyword the docstring names
         expected = [ref_lm.prob(w, c) for w, c in pairs]
         compare_pairs(lm.prob.map(pairs), expected, pairs, f"NGramLM({n}, vocab, k={k}).prob(word, context)")
         compare_pairs(lm.logprob.map(pairs), [reference_logprob(p) for p in expected], pairs,
@@ -665,8 +665,8 @@ def kneser_ney_hidden(t):
     for discount in (0.75, 0.4):
         pairs = _pairs(t.rng, corpus, vocab, 2, as_lists=True) + [("w-never", ("w0",)), ("w-never", ())]
         ref_lm = t.ref.KneserNeyLM(vocab, discount).fit(corpus)
-        args = (vocab,) if discount == 0.75 else (vocab, discount)
-        lm = fitted(t, t.student.KneserNeyLM, args, corpus, f"KneserNeyLM(vocab, {discount})")
+        keywords = {} if discount == 0.75 else {"discount": discount}  # the default, then the keyword
+        lm = fitted(t, t.student.KneserNeyLM, (vocab,), corpus, f"KneserNeyLM(vocab, {discount})", **keywords)
         if lm.n.get() != 2:
             raise CheckFailed(f"KneserNeyLM: attribute n is {lm.n.get()!r}, expected 2")
         expected = [ref_lm.prob(w, c) for w, c in pairs]
