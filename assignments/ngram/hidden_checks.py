@@ -95,7 +95,7 @@ def compare_pairs(got, expected, pairs, what: str, *, rtol: float = 1e-6, atol: 
         try:
             g = float(g)
         except (TypeError, ValueError):
-            raise CheckFailed(f"{what}: {what.split('(')[0]}({word!r}, {context}) returned "
+            raise CheckFailed(f"{what}: {what.rsplit(').', 1)[-1].split('(')[0]}({word!r}, {context}) returned "
                               f"{type(g).__name__}, not a number") from None
         if math.isinf(e) or math.isinf(g):
             ok = g == e
@@ -105,10 +105,14 @@ def compare_pairs(got, expected, pairs, what: str, *, rtol: float = 1e-6, atol: 
             bad.append((word, context, g, e))
     if bad:
         word, context, g, e = bad[0]
-        name = what.split("(")[0]
+        name = what.rsplit(").", 1)[-1].split("(")[0]  # the method: "NGramLM(2, vocab).logprob(...)" -> logprob
         zero = " (probability 0: return -math.inf)" if e == -math.inf else ""
+        ratios = [g / e for _, _, g, e in bad if math.isfinite(g) and math.isfinite(e) and e != 0]
+        base = {"10": 1 / math.log(10), "2": 1 / math.log(2)}
+        cause = next((f" Every difference is a factor {r:.4f}: a base-{b} logarithm? Use math.log (natural log)."
+                      for b, r in base.items() if ratios and all(abs(x - r) < 1e-6 for x in ratios)), "")
         raise CheckFailed(f"{what}: {name}({word!r}, {context}) returned {g:.10g}, expected {e:.10g}{zero}"
-                          + (f"; {len(bad) - 1} more of {len(pairs)} pairs differ" if len(bad) > 1 else ""))
+                          + (f"; {len(bad) - 1} more of {len(pairs)} pairs differ." if len(bad) > 1 else ".") + cause)
 
 
 def reference_logprob(p: float) -> float:
