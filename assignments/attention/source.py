@@ -39,7 +39,8 @@
 # experiments in ungraded cells. Save the notebook, then run the public checks:
 
 # %%
-from autograder import check_notebook; check_notebook("attention.ipynb")
+from autograder import check_notebook
+check_notebook()  # finds this notebook; check_notebook(question=2) checks one question
 
 # %% [markdown]
 # ## Q1. Attention of one decoder state over encoder states
@@ -438,4 +439,5 @@ for m, n in [(3, 1), (10, 8), (50, 48)]:
 # Save the notebook, run the public checks one last time, and submit `attention.ipynb`.
 
 # %%
-from autograder import check_notebook; check_notebook("attention.ipynb")
+from autograder import check_notebook
+check_notebook()

@@ -34,7 +34,8 @@
 # comparisons with exact gradients), so passing every public check is a good sign but not a guarantee.
 
 # %%
-from autograder import check_notebook; check_notebook("backprop.ipynb")
+from autograder import check_notebook
+check_notebook()  # finds this notebook; check_notebook(question=2) checks one question
 
 # %% [markdown]
 # ## Q1. Softmax and cross-entropy
@@ -757,4 +758,5 @@ for name, ppl in results.items():
 # Save the notebook, run the public checks one last time, and submit `backprop.ipynb`.
 
 # %%
-from autograder import check_notebook; check_notebook("backprop.ipynb")
+from autograder import check_notebook
+check_notebook()
