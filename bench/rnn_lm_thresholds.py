@@ -8,8 +8,9 @@ grows over 400 SGD steps like a change of seed would. This prints, as ratios to 
 the grader's init: the reference from other initial weights, correct variants written differently,
 and buggy or weaker ones that should fail.
 
-Q8: exact-match accuracy of the reference and of variants on 500 fresh digit strings, over
-several data seeds, against the fixed Q8_MIN_ACCURACY.
+Q8: exact-match accuracy of the weights trained by the reference and by variants, decoded by the
+reference as the grader does, on 500 fresh digit strings over several data seeds, against the fixed
+Q8_MIN_ACCURACY.
 
 Each training runs on one thread, as in the grader's worker.
 Run: .venv/bin/python bench/rnn_lm_thresholds.py [q7|q8]   (about ten minutes on an idle machine)
@@ -121,7 +122,7 @@ def q8() -> None:
     print(f"Q8 exact match on {hidden.Q8_EVAL} fresh strings (pass when >= {hidden.Q8_MIN_ACCURACY:.2f}), data seeds {seeds}")
     for name, module in Q8_VARIANTS.items():
         start = time.process_time()
-        accs = [hidden.q8_accuracy_of(module, np.random.default_rng(s)) for s in seeds]
+        accs = [hidden.q8_accuracy_of(module, np.random.default_rng(s), decoder=ref) for s in seeds]
         print(f"  {name:40s} " + " ".join(f"{a:.3f}" for a in accs) + f"  min {min(accs):.3f} "
               f"({(time.process_time() - start) / len(seeds):.1f} s CPU per run)", flush=True)
 

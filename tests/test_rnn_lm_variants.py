@@ -88,6 +88,10 @@ BUGS = {
     "attention softmax over the batch": ([(ATTN_SOFTMAX, ATTN_SOFTMAX.replace("dim=-1", "dim=0"))], {"8"},
                                          {"public_attention", "attention_hidden", "attention_gradients",
                                           "seq2seq_forward_hidden", "train_seq2seq_exact", "seq2seq_reversal"}),
+    "greedy_translate reverses the source by hand (no model)": (
+        [("        src = src.to(next(model.parameters()).device)\n",
+          "        return [[d for d in reversed(row) if d != PAD] for row in src.tolist()]\n")], {"8"},
+        {"greedy_translate_hidden"}),  # Q8's accuracy comes from the trained weights, decoded by the grader
 }
 
 # name: (replacements, questions graded)

@@ -1083,19 +1083,19 @@ def greedy_translate_hidden(t):
         assert_equal([token_list(row, what) for row in got], expected, what)
 
 
-def q8_reference_accuracy(ref) -> float:
-    return q8_accuracy_of(ref, np.random.default_rng(2024))
-
-
-def q8_accuracy_of(module, rng, make=None) -> float:
-    """Train module's Seq2Seq with module's train_seq2seq on fresh data, greedy-translate fresh sources."""
+def q8_accuracy_of(module, rng, decoder=None) -> float:
+    """Train module's Seq2Seq with module's train_seq2seq on fresh data; decode fresh sources with `decoder`'s
+    Seq2Seq and greedy_translate holding the trained weights (the grader passes its reference), as the check does."""
+    decoder = decoder or module
     state = s2s_weights(module, 11, **Q8_MODEL)
     model = module.Seq2Seq(S2S_VOCAB, **Q8_MODEL)
     model.load_state_dict(state)
     src, tgt = digit_pairs(rng, Q8_SETTINGS["steps"] * Q8_SETTINGS["batch_size"])
     module.train_seq2seq(model, src, tgt, **Q8_SETTINGS)
+    trained = decoder.Seq2Seq(S2S_VOCAB, **Q8_MODEL)
+    trained.load_state_dict(model.state_dict())
     test_src, test_tgt = digit_pairs(rng, Q8_EVAL)
-    return exact_match(module.greedy_translate(model, test_src, S2S_MAX + 1), test_tgt)
+    return exact_match(decoder.greedy_translate(trained, test_src, S2S_MAX + 1), test_tgt)
 
 
 def exact_match(predicted, tgt) -> float:
@@ -1103,10 +1103,12 @@ def exact_match(predicted, tgt) -> float:
     return sum(list(p) == e for p, e in zip(predicted, expected)) / len(expected)
 
 
-@check(8, 3, f"reverse digit strings: trained by your train_seq2seq, exact match on {Q8_EVAL} fresh examples "
-             f"the grader draws (at least {Q8_MIN_ACCURACY:.0%})", timeout=180,
-       uses=S2S_USES + ("train_seq2seq", "greedy_translate"), needs=S2S_NEEDS + ("clip_grad_norm",))
+@check(8, 3, f"reverse digit strings: your model trained by your train_seq2seq, exact match on {Q8_EVAL} fresh "
+             f"examples the grader draws and decodes itself (at least {Q8_MIN_ACCURACY:.0%})", timeout=180,
+       uses=S2S_USES + ("train_seq2seq",), needs=S2S_NEEDS + ("clip_grad_norm",))
 def seq2seq_reversal(t):
+    """Why the grader decodes: a greedy_translate that reverses its input by hand would otherwise score here.
+    The trained weights are read back and run by the reference's Seq2Seq; the fresh examples never cross."""
     rng = np.random.default_rng([t.seed, t.submission_seed])
     state = s2s_weights(t.ref, 11, **Q8_MODEL)
     model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, *Q8_MODEL.values()), state, F32)
@@ -1117,13 +1119,12 @@ def seq2seq_reversal(t):
                                               **Q8_SETTINGS), what + " losses")[0]
     if losses.shape != (Q8_SETTINGS["steps"],) or not np.isfinite(losses).all():
         raise CheckFailed(f"{what}: expected {Q8_SETTINGS['steps']} finite losses, got shape {losses.shape}")
+    trained = checked_state(model.state_dict(), state, what)
+    grader_model = s2s_reference(t.ref, {k: v.float() for k, v in trained.items()}, F32, **Q8_MODEL)
     test_src, test_tgt = digit_pairs(rng, Q8_EVAL)
-    predicted = t.student.greedy_translate(model, test_src, S2S_MAX + 1)
-    if not isinstance(predicted, list) or len(predicted) != Q8_EVAL:
-        raise CheckFailed(f"greedy_translate(trained model, {Q8_EVAL} fresh sources, {S2S_MAX + 1}) should return "
-                          f"{Q8_EVAL} lists of ids")
-    accuracy = exact_match([token_list(p, "greedy_translate") for p in predicted], test_tgt)
-    line = f"exact match on {Q8_EVAL} fresh digit strings: {accuracy:.1%} (at least {Q8_MIN_ACCURACY:.0%} needed)"
+    accuracy = exact_match(t.ref.greedy_translate(grader_model, test_src, S2S_MAX + 1), test_tgt)
+    line = (f"exact match of your trained weights (decoded by the grader) on {Q8_EVAL} fresh digit strings: "
+            f"{accuracy:.1%} (at least {Q8_MIN_ACCURACY:.0%} needed)")
     if accuracy < Q8_MIN_ACCURACY:
         raise CheckFailed(line + ". Check the loss (padding ignored), the decoder inputs [<s>] + targets, and the "
                                  "attention mask.")
