@@ -295,7 +295,7 @@ def train_lm(train_ids, config, settings, init_state=None):
     """Train TransformerLM(**config) on a 1-D id tensor -> (state_dict, list of per-step losses)."""
     s = settings
     torch.manual_seed(s["seed"])
-    model = TransformerLM(**config)
+    model = TransformerLM(**config).to(train_ids.device)
     if init_state is not None:
         model.load_state_dict(init_state)
     params = list(model.parameters())
@@ -425,14 +425,14 @@ def train_seq2seq(src, tgt, config, settings):
     """Train Seq2Seq(**config) on pairs (src (N, S), tgt (N, T)) with teacher forcing -> state_dict."""
     s = settings
     torch.manual_seed(s["seed"])
-    model = Seq2Seq(**config)
+    model = Seq2Seq(**config).to(src.device)
     params = list(model.parameters())
     optimizer = AdamW(params, lr=s["max_lr"], betas=tuple(s["betas"]), eps=s["eps"], weight_decay=s["weight_decay"])
     generator = torch.Generator().manual_seed(s["seed"])
-    bos = torch.full((s["batch_size"], 1), s["bos"], dtype=torch.long)
+    bos = torch.full((s["batch_size"], 1), s["bos"], dtype=torch.long, device=src.device)
     for step in range(s["steps"]):
         lr = lr_at(step, s["max_lr"], s["warmup_steps"], s["steps"], s["min_lr"])
-        rows = torch.randint(0, src.shape[0], (s["batch_size"],), generator=generator)
+        rows = torch.randint(0, src.shape[0], (s["batch_size"],), generator=generator).to(src.device)
         x, y = src[rows], tgt[rows]
         logits = model(x, torch.cat([bos, y[:, :-1]], dim=1))
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))

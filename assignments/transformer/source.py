@@ -460,8 +460,9 @@ def get_batch(data, batch_size, block_size, generator):
 # `grad_clip` and `seed`) and scores your model itself, on plays you never see.
 #
 # Do exactly this, so that the grader can reproduce your first steps:
-# 1. `torch.manual_seed(seed)`, build the model; if `init_state` is given, load it
-#    (`load_state_dict`); one `torch.Generator().manual_seed(seed)` for all batches.
+# 1. `torch.manual_seed(seed)`, build the model on `train_ids.device` (the grader may send a GPU
+#    tensor); if `init_state` is given, load it (`load_state_dict`); one
+#    `torch.Generator().manual_seed(seed)` for all batches.
 # 2. For each `step` in `range(steps)`: `lr = lr_at(step, max_lr, warmup_steps, steps, min_lr)`;
 #    `x, y = get_batch(train_ids, batch_size, block_size, generator)`; the loss is the mean
 #    cross-entropy of the logits `model(x)` against `y`; gradients by `loss.backward()`; clip them
@@ -482,7 +483,7 @@ def train_lm(train_ids, config, settings, init_state=None):
     # BEGIN SOLUTION: train_lm: seed, model (+ init_state), AdamW, then per step lr_at, get_batch, loss, backward, clip_grads, step
     s = settings
     torch.manual_seed(s["seed"])
-    model = TransformerLM(**config)
+    model = TransformerLM(**config).to(train_ids.device)
     if init_state is not None:
         model.load_state_dict(init_state)
     params = list(model.parameters())
@@ -634,7 +635,7 @@ for use_cache in (True, False):
 # returns the `n` tokens after `BOS`, `(B, n)` int64, argmax at each step.
 # `train_seq2seq(src, tgt, config, settings)` trains `Seq2Seq(**config)` with your Q5 pieces (the
 # same loop as `train_lm`, batches of `batch_size` random rows of `src`/`tgt` drawn with
-# `torch.randint(0, N, (batch_size,), generator=g)`, and returns its `state_dict()`. The grader
+# `torch.randint(0, N, (batch_size,), generator=g)`, model on `src.device`), and returns its `state_dict()`. The grader
 # scores exact-match accuracy on fresh strings it draws itself.
 
 # %% tags=["graded"]
@@ -717,14 +718,14 @@ def train_seq2seq(src, tgt, config, settings):
     # BEGIN SOLUTION: train_seq2seq: the train_lm loop on random rows, decoder input [BOS] + tgt[:, :-1]
     s = settings
     torch.manual_seed(s["seed"])
-    model = Seq2Seq(**config)
+    model = Seq2Seq(**config).to(src.device)
     params = list(model.parameters())
     optimizer = AdamW(params, lr=s["max_lr"], betas=tuple(s["betas"]), eps=s["eps"], weight_decay=s["weight_decay"])
     generator = torch.Generator().manual_seed(s["seed"])
-    bos = torch.full((s["batch_size"], 1), s["bos"], dtype=torch.long)
+    bos = torch.full((s["batch_size"], 1), s["bos"], dtype=torch.long, device=src.device)
     for step in range(s["steps"]):
         lr = lr_at(step, s["max_lr"], s["warmup_steps"], s["steps"], s["min_lr"])
-        rows = torch.randint(0, src.shape[0], (s["batch_size"],), generator=generator)
+        rows = torch.randint(0, src.shape[0], (s["batch_size"],), generator=generator).to(src.device)
         x, y = src[rows], tgt[rows]
         logits = model(x, torch.cat([bos, y[:, :-1]], dim=1))
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
