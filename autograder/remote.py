@@ -62,6 +62,8 @@ class Student:
         # Set by the runner when graded code reaches into the engine (forbidden.ENGINE_NAMES): then
         # what the worker reports about itself (device placement) is not believed, even to pass.
         self.tampering: str | None = None
+        self.sealed = False  # see `seal`
+        self._root = self  # copies made by `within` seal their original
 
     def __getattr__(self, name: str) -> "Remote":
         if name.startswith("_"):
@@ -74,7 +76,13 @@ class Student:
                         explain_name_error=self._explain_name_error)
         other.printed = self.printed
         other.tampering = self.tampering
+        other._root = self._root
         return other
+
+    def seal(self) -> None:
+        """From now until the check ends the student's code sees held-out text (contexts of test plays):
+        what it prints and the messages of its errors stay out of the feedback, so they carry none out."""
+        self._root.sealed = True
 
     def put(self, value, label: str = "data") -> "Remote":
         """Send data once and keep it in the worker, to pass to many calls without resending."""

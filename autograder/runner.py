@@ -18,7 +18,7 @@ from autograder import extract, forbidden
 from autograder.assignments import Assignment
 from autograder.checks import Context, load_reference_results, seed_everything, seed_for
 from autograder.errors import CheckFailed
-from autograder.remote import Student
+from autograder.remote import Student, StudentError
 from autograder.sandbox import Limits, Sandbox, WorkerFailure
 
 OUTPUT_LIMIT = 4000  # characters of feedback per check
@@ -161,6 +161,7 @@ def _run_check(fn, student: Student, box: Sandbox, limits: Limits, ctx_args: dic
     spec = fn.lmgrade_check
     student._timeout = spec.timeout or limits.call_timeout
     student.printed.clear()
+    student.sealed = False
     seed = seed_for(spec.name)
     seed_everything(seed)
     try:
@@ -171,6 +172,11 @@ def _run_check(fn, student: Student, box: Sandbox, limits: Limits, ctx_args: dic
     try:
         fn(ctx)
         passed, message = True, "Passed."
+    except StudentError as exc:
+        passed, message = False, (str(exc) if not student.sealed else
+                                  "Your code raised an error while it was shown held-out text; the message is "
+                                  "not shown for this check. Run the same function on your validation data to "
+                                  "find it.") + (f"\nHint: {spec.hint}" if spec.hint else "")
     except CheckFailed as exc:
         passed, message = False, str(exc) + (f"\nHint: {spec.hint}" if spec.hint else "")
     except Exception as exc:  # noqa: BLE001 - a bug in one check must not sink the others
@@ -180,7 +186,9 @@ def _run_check(fn, student: Student, box: Sandbox, limits: Limits, ctx_args: dic
         print(f"[lmgrade] internal error in check {spec.name}:\n{traceback.format_exc()}", file=sys.stderr)
     if ctx.notes:
         message += "\n" + "\n".join(ctx.notes)
-    if student.printed:
+    if student.printed and student.sealed:
+        message += "\nYour code printed something; it is not shown for this check (it saw held-out text)."
+    elif student.printed:
         printed = "".join(student.printed)
         message += f"\nYour code printed:\n{printed[:1000]}" + ("..." if len(printed) > 1000 else "")
     return _result(spec, passed, message)

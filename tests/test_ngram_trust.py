@@ -134,11 +134,11 @@ class Peeker(Wrapped):
     reported = False
 
     def prob(self, word, context):
-        if not Peeker.reported:
+        if not Peeker.reported:  # anything found would break normalization, failing the check
             Peeker.reported = True
-            found = scan_for_text(self.skip)
-            print("FOUND", found if found else "nothing")
-        return self.lm.prob(word, context)
+            Peeker.found = scan_for_text(self.skip)
+            print("FOUND", Peeker.found)  # a print is no channel out: not shown for held-out checks
+        return self.lm.prob(word, context) * (2 if Peeker.found else 1)
 
 
 def build_model(train, validation):
@@ -147,8 +147,8 @@ def build_model(train, validation):
     return model
 ''')
     passed, output = grade_checks(tmp_path, monkeypatch, text, {"synthetic_floor"})["synthetic_floor"]
-    assert "FOUND nothing" in output, output
-    assert passed
+    assert passed, output
+    assert "FOUND" not in output and "not shown for this check" in output
 
 
 def test_the_frame_scan_would_find_text_that_was_there():
@@ -252,12 +252,13 @@ def build_model(train, validation):
     import linecache
     own = "".join("".join(entry[2]) for name, entry in sorted(linecache.cache.items())
                   if name.startswith("<graded cell"))  # its own graded cells, as the grader hashed them
-    print("SEED", hunt(train, own))
+    seed = hunt(train, own)
+    if seed is not None:  # before any held-out text is asked about, so the message would be shown
+        raise RuntimeError(f"SEED {{seed}}")
     return {CHEAP}
 ''')
     passed, output = grade_checks(tmp_path, monkeypatch, text, {"synthetic_floor"})["synthetic_floor"]
-    assert "SEED None" in output, output
-    assert passed
+    assert passed and "SEED" not in output, output
 
 
 def test_the_seed_hunter_finds_a_guessable_seed():
@@ -345,3 +346,4 @@ def test_sampled_estimate_is_close_to_the_whole_text():
     estimates = [plan_perplexity(p, [logps[s][i] for s, i in p.positions])
                  for p in (plan_positions(heldout, None, rng) for _ in range(20))]
     assert abs(np.mean(estimates) / whole - 1) < 0.01
+

@@ -494,3 +494,35 @@ def test_graded_code_that_reaches_the_engine_loses_the_device_checks(tmp_path):
     assert all(r.passed for r in honest.results) and probed
     lost = {r.name for r in report.results if not r.passed and "reaches into the grader's own code" in r.output}
     assert probed <= lost and report.score < honest.score
+
+
+SEAL_CHECKS = '''
+from autograder.checks import check
+
+
+@check(1, 1, "before the student sees held-out text", uses=("leak",))
+def before(t):
+    t.student.leak("train words")
+
+
+@check(1, 1, "after", uses=("leak",))
+def after(t):
+    t.student.within(5).seal()  # a copy made by within() seals the check's student too
+    t.student.leak("HELDOUT words")
+'''
+
+
+def test_after_seal_prints_and_error_messages_stay_out_of_feedback(tmp_path, monkeypatch):
+    monkeypatch.setenv("LMGRADE_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "root" / "assignments" / "toy"
+    folder.mkdir(parents=True)
+    (folder / "meta.toml").write_text('title = "toy"\n[questions]\n1 = "leak"\n')
+    (folder / "public_checks.py").write_text("")
+    (folder / "hidden_checks.py").write_text(SEAL_CHECKS)
+    (tmp_path / "root" / "solutions").mkdir()
+    (tmp_path / "root" / "solutions" / "toy.py").write_text("")
+    leaker = tmp_path / "leaker.py"
+    leaker.write_text("def leak(x):\n    print('PRINTED', x)\n    raise RuntimeError('MSG ' + x)\n")
+    before, after = runner.grade(leaker, Assignment("toy", tmp_path / "root"), limits=LIMITS).results
+    assert "MSG train words" in before.output and "PRINTED train words" in before.output
+    assert not after.passed and "HELDOUT" not in after.output and "not shown for this check" in after.output

@@ -199,6 +199,7 @@ class Scorer:
     """
 
     def __init__(self, t, lm, n: int, words: list[str], what: str, *, batch: int, rng):
+        self.student = t.student
         self.probe = t.student.support("NextWordProbe", lm, words)
         self.n, self.words, self.what, self.batch, self.rng = n, words, what, batch, rng
         self.index = {w: i for i, w in enumerate(words)}
@@ -208,6 +209,8 @@ class Scorer:
         """(P,) log-probabilities of the plan's targets."""
         contexts = [context_at(sentences[s], i, self.n) for s, i in plan.positions]
         order = request_order([c for c in contexts if c not in self.table], ("<s>",) * (self.n - 1), self.rng)
+        if held_out:
+            self.student.seal()  # its prints and error messages could carry these contexts out
         for start in range(0, len(order), self.batch):
             chunk = order[start:start + self.batch]
             rows = check_distributions(self.probe.distributions(chunk), chunk, len(self.words), self.what,

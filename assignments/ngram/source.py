@@ -41,7 +41,8 @@
 # check is a good sign but not a guarantee.
 
 # %%
-from autograder import check_notebook; check_notebook("ngram.ipynb")
+from autograder import check_notebook
+check_notebook()  # finds this notebook; check_notebook(question=2) checks one question
 
 # %% [markdown]
 # ## Q1. Tokens and a vocabulary
@@ -863,4 +864,5 @@ for seed in range(3):
 # Save the notebook, run the public checks one last time, and submit `ngram.ipynb`.
 
 # %%
-from autograder import check_notebook; check_notebook("ngram.ipynb")
+from autograder import check_notebook
+check_notebook()
