@@ -191,3 +191,58 @@ def test_correct_variants_together_get_full_marks(tmp_path):
     questions = set().union(*(questions for _, questions in CORRECT.values()))
     report = grade(tmp_path, edited_solution("transformer", replacements), questions)
     assert {r.name: r.output for r in report.results if not r.passed} == {}
+
+
+# Q6's training bugs, checked in this process against the exact-step and seeding checks only (a
+# full Q6 grading run trains three models; these two checks decide such bugs before any threshold).
+TRAINING_BUGS = {
+    "a constant learning rate (no warmup or cosine)": (
+        [("        optimizer.step(lr)\n        losses.append", "        optimizer.step()\n        losses.append")],
+        {"train_exact_steps"}),
+    "no gradient clipping": (
+        [('        clipped, _ = clip_grads([p.grad for p in params], s["grad_clip"])\n'
+          "        for p, g in zip(params, clipped):\n            p.grad = g\n        optimizer.step(lr)\n        losses",
+          "        optimizer.step(lr)\n        losses")], {"train_exact_steps"}),
+    "AdamW created anew at every step": (
+        [("        optimizer.zero_grad()\n        loss.backward()\n        clipped, _ = clip_grads([p.grad for p in params], "
+          's["grad_clip"])\n        for p, g in zip(params, clipped):\n            p.grad = g\n        optimizer.step(lr)\n'
+          "        losses",
+          "        optimizer = AdamW(params, lr=s[\"max_lr\"], betas=tuple(s[\"betas\"]), eps=s[\"eps\"], "
+          "weight_decay=s[\"weight_decay\"])\n"
+          "        optimizer.zero_grad()\n        loss.backward()\n        clipped, _ = clip_grads([p.grad for p in params], "
+          's["grad_clip"])\n        for p, g in zip(params, clipped):\n            p.grad = g\n        optimizer.step(lr)\n'
+          "        losses")], {"train_exact_steps"}),
+    "the model's seed not set": (
+        [('    torch.manual_seed(s["seed"])\n    model = TransformerLM', "    model = TransformerLM")], {"train_seeded"}),
+}
+
+
+def run_in_process(text: str, names: set) -> set:
+    from autograder import build
+    from autograder.checks import Context, seed_everything
+    from autograder.errors import CheckFailed
+    from autograder.remote import InProcessChannel, Student
+    module = build.module_from_text("lmgrade_test_transformer_variant", text)
+    student = Student(InProcessChannel(module))
+    failed = set()
+    for fn in TRANSFORMER.checks():
+        spec = fn.lmgrade_check
+        if spec.name not in names:
+            continue
+        ctx = Context(student=student, ref=TRANSFORMER.reference(), spec=spec)
+        seed_everything(ctx.seed)
+        try:
+            fn(ctx)
+        except CheckFailed:
+            failed.add(spec.name)
+    return failed
+
+
+@pytest.mark.parametrize("bug", sorted(TRAINING_BUGS))
+def test_training_bug_is_caught_by_the_exact_step_or_seed_check(bug):
+    replacements, expected = TRAINING_BUGS[bug]
+    assert run_in_process(edited_solution("transformer", replacements), {"train_exact_steps", "train_seeded"}) == expected
+
+
+def test_staff_training_passes_the_exact_step_and_seed_checks_in_process():
+    assert run_in_process(edited_solution("transformer", []), {"train_exact_steps", "train_seeded"}) == set()
