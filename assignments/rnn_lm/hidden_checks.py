@@ -601,7 +601,7 @@ def true_grad_norms(kind: str, weights: dict, x, state) -> torch.Tensor:
 
 
 @check(5, 3, "hidden_grad_norms against PyTorch's cells: tanh RNN at small and large W_hh, LSTM, GRU, a given state, T = 1",
-       uses=("hidden_grad_norms",), needs=("RNNCell", "LSTMCell", "GRUCell"),
+       uses=("hidden_grad_norms",), needs=("RNNCell", "LSTMCell"),
        hint="keep every state h_t of the loop (not the stacked outputs), L = h_T.sum(), torch.autograd.grad(L, states), "
             "one norm per state over the whole (B, H) gradient.")
 def hidden_grad_norms_hidden(t):
