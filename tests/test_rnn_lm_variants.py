@@ -123,6 +123,16 @@ CORRECT = {
         "    return beam_search(model, prefix, 1, max_len, eos_id)[0][0]\n"
         "    with torch.no_grad():\n        logits, state = model(torch.tensor([prefix]), None)\n        out = []\n"
         "        for _ in range(max_len):\n            token = int(logits[0, -1].argmax())\n")], {"6"}),
+    "additive scores by einsum, -1e9 fill, context by bmm": ([(
+        "        scores = self.score(torch.tanh(self.query_proj(query)[:, None, :] + self.key_proj(keys))).squeeze(-1)"
+        "  # (B, S)\n        if mask is not None:\n            scores = scores.masked_fill(~mask, float(\"-inf\"))\n"
+        "        weights = torch.softmax(scores, dim=-1)  # (B, S)\n"
+        "        context = torch.einsum(\"bs,bsh->bh\", weights, keys)  # (B, Hk)\n",
+        "        hidden = torch.tanh(self.query_proj(query).unsqueeze(1) + self.key_proj(keys))  # (B, S, A)\n"
+        "        scores = torch.einsum(\"bsa,a->bs\", hidden, self.score.weight[0])\n"
+        "        if mask is not None:\n            scores = torch.where(mask, scores, scores.new_tensor(-1e9))\n"
+        "        weights = torch.softmax(scores, dim=-1)\n"
+        "        context = torch.bmm(weights.unsqueeze(1), keys).squeeze(1)\n")], {"8"}),
 }
 
 
