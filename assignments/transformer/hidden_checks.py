@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import check as _check
+from autograder.checks import check
 
 try:
     from autograder.checks import reference_result
@@ -62,14 +62,6 @@ ATTN = ("MultiHeadAttention", "apply_rope")
 BLOCK = ("Block",) + ATTN
 LM = ("TransformerLM",) + BLOCK
 TRAINING = ("adamw_step", "AdamW", "lr_at", "clip_grads", "get_batch")
-
-
-def check(*args, needs=(), **kwargs):
-    """`@check` with `needs` when the engine has it (it names earlier functions a failure may come from)."""
-    try:
-        return _check(*args, needs=tuple(needs), **kwargs)
-    except TypeError:  # pragma: no cover - an engine without `needs`
-        return _check(*args, **kwargs)
 
 
 def randn(t, *shape, dtype=F64, scale=1.0):

@@ -33,7 +33,8 @@
 # define things (imports inside, no training or printing). Save the notebook, then run the public checks:
 
 # %%
-from autograder import check_notebook; check_notebook("transformer.ipynb")
+from autograder import check_notebook
+check_notebook()  # finds this notebook; check_notebook(question=2) checks one question
 
 # %% [markdown]
 # ## Q1. LayerNorm and RMSNorm
@@ -745,4 +746,5 @@ def train_seq2seq(src, tgt, config, settings):
 # Save the notebook, run the public checks one last time, and submit `transformer.ipynb`.
 
 # %%
-from autograder import check_notebook; check_notebook("transformer.ipynb")
+from autograder import check_notebook
+check_notebook()
