@@ -39,7 +39,8 @@
 # checks:
 
 # %%
-from autograder import check_notebook; check_notebook("rnn_lm.ipynb")
+from autograder import check_notebook
+check_notebook()  # finds this notebook; check_notebook(question=2) checks one question
 
 # %% [markdown]
 # ## Q1. The Elman RNN
@@ -823,4 +824,5 @@ plt.show()
 # Save the notebook, run the public checks one last time, and submit `rnn_lm.ipynb`.
 
 # %%
-from autograder import check_notebook; check_notebook("rnn_lm.ipynb")
+from autograder import check_notebook
+check_notebook()
