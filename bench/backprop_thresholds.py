@@ -18,38 +18,17 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: as in the wo
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-import importlib.util  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-import types  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def load(name: str, path: Path, text: str | None = None):
-    if text is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    module = types.ModuleType(name)
-    exec(compile(text, str(path), "exec"), module.__dict__)  # noqa: S102 - our own reference, edited
-    return module
+from reference_variants import modules  # noqa: E402 - bench/ is on sys.path when run as a script
 
-
-REFERENCE_TEXT = (ROOT / "solutions" / "backprop.py").read_text()
-ref = load("ref", ROOT / "solutions" / "backprop.py")
-hidden = load("hidden", ROOT / "assignments" / "backprop" / "hidden_checks.py")
-
-
-def variant(*edits) -> types.ModuleType:
-    text = REFERENCE_TEXT
-    for old, new in edits:
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    return load("variant", ROOT / "solutions" / "backprop.py", text)
+ref, hidden, variant = modules("backprop")
 
 
 SAMPLING = "        batch = rng.integers(0, len(targets), size=batch_size)\n"

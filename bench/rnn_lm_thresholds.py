@@ -15,10 +15,8 @@ Q8_MIN_ACCURACY.
 Each training runs on one thread, as in the grader's worker.
 Run: .venv/bin/python bench/rnn_lm_thresholds.py [q7|q8]   (about ten minutes on an idle machine)
 """
-import importlib.util
 import sys
 import time
-import types
 from pathlib import Path
 
 import numpy as np
@@ -28,30 +26,11 @@ torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-REFERENCE_TEXT = (ROOT / "solutions" / "rnn_lm.py").read_text()
 
 
-def load(name: str, path: Path, text: str | None = None):
-    if text is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    module = types.ModuleType(name)
-    exec(compile(text, str(path), "exec"), module.__dict__)  # noqa: S102 - our own reference, edited
-    return module
+from reference_variants import modules  # noqa: E402 - bench/ is on sys.path when run as a script
 
-
-ref = load("ref", ROOT / "solutions" / "rnn_lm.py")
-hidden = load("hidden", ROOT / "assignments" / "rnn_lm" / "hidden_checks.py")
-
-
-def variant(*edits) -> types.ModuleType:
-    text = REFERENCE_TEXT
-    for old, new in edits:
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    return load("variant", ROOT / "solutions" / "rnn_lm.py", text)
+ref, hidden, variant = modules("rnn_lm")
 
 
 CELL = ("        gates = x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T + self.bias_hh  # (B, 4H)\n"

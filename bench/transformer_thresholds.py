@@ -9,10 +9,8 @@ three other seeds and two correct variants, as ratios to the reference at the gr
 
 Run: .venv/bin/python bench/transformer_thresholds.py   (about 8 minutes on an idle core)
 """
-import importlib.util
 import sys
 import time
-import types
 from pathlib import Path
 
 import torch
@@ -22,29 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def load(name: str, path: Path, text: str | None = None):
-    if text is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    module = types.ModuleType(name)
-    exec(compile(text, str(path), "exec"), module.__dict__)  # noqa: S102 - our own reference, edited
-    return module
+from reference_variants import modules  # noqa: E402 - bench/ is on sys.path when run as a script
 
-
-REFERENCE_PATH = ROOT / "solutions" / "transformer.py"
-REFERENCE_TEXT = REFERENCE_PATH.read_text()
-ref = load("ref", REFERENCE_PATH)
-hidden = load("hidden", ROOT / "assignments" / "transformer" / "hidden_checks.py")
-
-
-def variant(*edits) -> types.ModuleType:
-    text = REFERENCE_TEXT
-    for old, new in edits:
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    return load("variant", REFERENCE_PATH, text)
+ref, hidden, variant = modules("transformer")
 
 
 VARIANTS = {
