@@ -333,10 +333,10 @@ def linear_hidden(t):
         assert_gradient(g, e, f"{what}: {name}")
 
 
-@check(3, 1, "tanh backward from the output h: autograd, finite differences, by hand, inputs unchanged",
-       uses=("tanh_forward", "tanh_backward"),
+@check(3, 1, "tanh forward (also at +-1000) and backward from the output h: autograd, finite differences, by hand, "
+             "inputs unchanged", uses=("tanh_forward", "tanh_backward"),
        hint="d tanh(a) / da = 1 - tanh(a)**2 = 1 - h**2, with h the forward's output; return a new array "
-            "(dout *= ... changes the caller's gradient).")
+            "(dout *= ... changes the caller's gradient). np.tanh never overflows; (e^a - e^-a) / (e^a + e^-a) does.")
 def tanh_hidden(t):
     a, dout = 1.5 * t.rng.normal(size=(5, 3)), t.rng.normal(size=(5, 3))
     expected_h, (expected,) = autograd(torch.tanh, [a], dout)
@@ -349,6 +349,15 @@ def tanh_hidden(t):
                  "tanh_backward(dout, h) against finite differences of your tanh_forward", **FD_TOL)
     assert_gradient(t.student.tanh_backward(np.array([1.0, 2.0, 3.0]), np.array([0.0, 0.5, -0.8])),
                     np.array([1.0, 1.5, 1.08]), "tanh_backward([1, 2, 3], h=[0, 0.5, -0.8])")
+    big = np.array([[-1000.0, -30.0, 0.0], [0.5, 30.0, 1000.0]])  # a saturated unit: tanh is +-1, not NaN
+    what = "tanh_forward([[-1000, -30, 0], [0.5, 30, 1000]])"
+    got = t.student.tanh_forward(big)
+    try:
+        assert_finite(got, what)
+    except CheckFailed as failure:
+        raise CheckFailed(f"{failure} tanh(+-1000) is +-1: e**1000 overflows in float64, so a formula with np.exp "
+                          "gives inf / inf = NaN; use np.tanh.") from None
+    assert_close(got, np.tanh(big), what)
 
 
 @check(3, 2, "embedding forward and backward with repeated ids (1-D, 2-D and 3-D ids): autograd, finite differences, "
@@ -430,6 +439,12 @@ def ffnn_init_hidden(t):
     problem = init_problem(params, V, d, H, k)
     if problem:
         raise CheckFailed(f"{what}{problem}")
+    W = as_array(params["W"])[0].reshape(-1) * math.sqrt(k * d)  # back to the Uniform(-1, 1) draws
+    U = as_array(params["U"])[0].reshape(-1) * math.sqrt(H)
+    if np.allclose(W[:20], U[:20], rtol=1e-9, atol=1e-12):
+        raise CheckFailed(f"{what}: W and U are made of the same random numbers (W[0, :20] * sqrt(context*dim) == "
+                          "U's first 20 * sqrt(hidden)): the generator was re-created for each parameter. Make one "
+                          "rng = np.random.default_rng(seed) and draw E, W and U from it in turn.")
     other = param_dict(t.student.init_params(V, d, H, k, 12), what)
     for name in ("E", "W", "U"):
         if np.array_equal(as_array(other[name])[0], as_array(params[name])[0]):
@@ -567,8 +582,17 @@ def step_diagnosis(got: np.ndarray, f: SmoothFunction, x: np.ndarray, step: floa
     central = finite_difference(f, x, step)
     flat = x.reshape(-1)
     forward = np.array([(f(flat + step * e) - f(flat)) / step for e in np.eye(flat.size)]).reshape(x.shape)
+    run, unrestored = flat.astype(np.float64), []  # each entry left at x_i - eps after its turn
+    for i in range(flat.size):
+        run[i] = flat[i] + step
+        plus = f(run.reshape(x.shape))
+        run[i] = flat[i] - step
+        unrestored.append((plus - f(run.reshape(x.shape))) / (2 * step))
     recipes = [(2 * central, "twice the central difference: divide by 2*eps, not eps"),
-               (forward, "a one-sided difference (f(x + eps) - f(x)) / eps: use f(x + eps) - f(x - eps)")]
+               (forward, "a one-sided difference (f(x + eps) - f(x)) / eps: use f(x + eps) - f(x - eps)"),
+               (np.array(unrestored).reshape(x.shape), "the central difference with the entries never put back: "
+                "after entry i's two evaluations x[i] stays at x[i] - eps, so every later entry is differenced at a "
+                "moved point. Save the old value and restore it (x[i] = old)")]
     if step > 1e-4:
         recipes.append((f.grad(x), "the exact gradient (or a difference with a tiny step), not the central "
                                    "difference with the eps you were given: use the eps argument"))
@@ -710,7 +734,7 @@ def step_diagnosis_sgd(got: dict, history: list) -> str:
     return ""
 
 
-@check(6, 2, "train_ffnn by exact steps: one and two SGD steps from init_params(seed) on a stream where every "
+@check(6, 1, "train_ffnn by exact steps: one and two SGD steps from init_params(seed) on a stream where every "
              "minibatch is the same; the losses recorded; the same seed gives the same result; ids unchanged",
        uses=("train_ffnn", "context_windows"), needs=("init_params", "ffnn_loss_and_grads"),
        hint="start from init_params(vocab_size, dim, hidden, context, seed); each step: loss and grads of the "
@@ -754,6 +778,51 @@ def train_steps_hidden(t):
     if all(np.array_equal(as_array(first[n])[0], as_array(other[n])[0]) for n in ("E", "W", "U")):
         raise CheckFailed(f"{what}: seeds {s['seed']} and {s['seed'] + 1} give the same parameters; start from "
                           "init_params(..., seed) and draw batches from np.random.default_rng(seed + 1)")
+
+
+# Minibatches: with lr = 0 the parameters stay at init_params(seed), so with batch_size = 1 every
+# recorded loss is the loss of ONE window of the stream there, whichever window was drawn.
+BATCH_SETTINGS = dict(context=3, dim=3, hidden=4, lr=0.0, batch_size=1, steps=4, seed=9)
+
+
+@check(6, 1, "train_ffnn's minibatches: with lr = 0 and batch_size = 1 each recorded loss is the loss of one window "
+             "of the stream (a context with its own target), and the steps draw different windows",
+       uses=("train_ffnn", "context_windows"), needs=("init_params", "ffnn_loss_and_grads"),
+       hint="make the generator once, before the loop; each step draw batch_size positions with it and pass "
+            "contexts[batch] with targets[batch] (the same positions) to ffnn_loss_and_grads.")
+def train_minibatch_hidden(t):
+    s = BATCH_SETTINGS
+    V, N, k = 7, 60, s["context"]
+    stream = t.rng.integers(0, V, size=N)
+    padded = np.concatenate([np.zeros(k, dtype=np.int64), stream])
+    windows = np.stack([padded[i:i + N] for i in range(k)], axis=1)  # (N, k), computed here
+    what = f"init_params({V}, {s['dim']}, {s['hidden']}, {k}, {s['seed']})"
+    start = param_dict(t.student.init_params(V, s["dim"], s["hidden"], k, s["seed"]), what)
+    start = t.student.put({n: as_array(start[n], f"{what}[{n!r}]")[0] for n in PARAM_NAMES}, "parameters")
+    outs = t.student.ffnn_loss_and_grads.map([(start, windows[i:i + 1], stream[i:i + 1]) for i in range(N)])
+    singles = np.array([scalar(parts(o, 2, "ffnn_loss_and_grads(init params, one window)")[0],
+                               "ffnn_loss_and_grads(init params, one window): loss") for o in outs])
+    settings = ", ".join(f"{key}={value}" for key, value in s.items())
+    what = f"train_ffnn(ids ({N},), {V}, {settings})"
+    _, losses = parts(pure(t, "train_ffnn", stream, V, what=what, **s), 2, what)
+    losses = as_array(losses, f"{what}: losses")[0].astype(np.float64)
+    if losses.shape != (s["steps"],):
+        raise CheckFailed(f"{what}: expected a list of {s['steps']} losses (one per step), got shape {losses.shape}")
+    mean = float(singles.mean())
+    for step, loss in enumerate(losses):
+        if not np.isclose(singles, loss, rtol=1e-9, atol=1e-12).any():
+            cause = (" It is the mean loss of the whole stream: each step must use a random minibatch, not every "
+                     "position." if np.isclose(loss, mean, rtol=1e-9, atol=1e-12) else
+                     " Do you draw batch_size positions (the argument, not a fixed number), and pass each context "
+                     "with its own target (contexts[batch], targets[batch])?")
+            raise CheckFailed(f"{what}: the loss recorded at step {step + 1} is {loss:.6f}, which is not the loss of "
+                              f"any single window of the stream at init_params(seed) (those range from "
+                              f"{singles.min():.4f} to {singles.max():.4f}); with batch_size=1 and lr=0 it must be "
+                              f"one of them.{cause}")
+    if np.all(losses == losses[0]):
+        raise CheckFailed(f"{what}: all {s['steps']} steps recorded the same loss {losses[0]:.6f}: every step trains "
+                          "on the same minibatch. Create the generator np.random.default_rng(seed + 1) once, before the "
+                          "loop, and draw new positions from it at every step.")
 
 
 @lru_cache(maxsize=1)
