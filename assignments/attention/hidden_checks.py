@@ -185,9 +185,20 @@ def sdpa_vs_builtin(t):
     out, weights = call(t, t.student.scaled_dot_product_attention, q, k, v, mask=mask, what=what, index=0, want=F64)
     assert_close(out, true_attention(q, k, v, mask)[0], what + " output")
     assert_close(weights, true_attention(q, k, v, mask)[1], what + " weights")
+    q, k, v = sdpa_inputs(t, F64, lead=(B,))  # 3-D inputs with 3-D masks: one per example, and padded keys
+    for label, mask in (("a (B, T_q, T_k) mask", random_mask(t, B, TQ, TK)),
+                        ("a (B, 1, T_k) padding mask", torch.tensor([[True] * TK, [True] * 2 + [False] * (TK - 2)])[:, None])):
+        what = sdpa_what(q, k, v, label, F64)
+        out, weights = call(t, t.student.scaled_dot_product_attention, q, k, v, mask, what=what, index=0, want=F64,
+                            shape=(B, TQ, DV))
+        assert_shape(weights, (B, TQ, TK), what + " weights")
+        expected_out, expected_weights = true_attention(q, k, v, mask)
+        assert_close(out, expected_out, what + " output (a 3-D mask lines up with 3-D scores as it is: no extra "
+                     "head dimension)")
+        assert_close(weights, expected_weights, what + " weights")
 
 
-@check(2, 1, "attention weights: rows sum to 1, masked weights exactly 0", uses=SDPA)
+@check(2, 1, "attention weights: rows sum to 1, masked weights exactly 0, even beside very negative scores", uses=SDPA)
 def sdpa_weight_rows(t):
     q, k, v = sdpa_inputs(t, F32)
     mask = random_mask(t, B, 1, TQ, TK)
@@ -199,6 +210,23 @@ def sdpa_weight_rows(t):
     if leaked.numel() and bool((leaked != 0).any()):
         raise CheckFailed(f"weights where the mask is False should be exactly 0, found {float(leaked.abs().max()):.3g}: "
                           "apply the mask to the scores before the softmax (and True means 'may attend').")
+    for dtype in DTYPES:  # query 0 may attend only to key 0, whose score is -50000; keys 1.. score about 0
+        q, k, v = sdpa_inputs(t, dtype, lead=(1, 1))
+        k[..., 0, :] = 0.0
+        k[..., 0, 0] = 1.0
+        k[..., 1:, 0] = 0.0
+        q[..., 0, 0] = -5e4 * math.sqrt(DK)
+        mask = random_mask(t, TQ, TK)
+        mask[0] = False
+        mask[0, 0] = True
+        what = sdpa_what(q, k, v, "query 0 may attend only to key 0, which scores -50000", dtype)
+        out, weights = call(t, t.student.scaled_dot_product_attention, q, k, v, mask, what=what, index=0)
+        weights = output(weights, None, what)
+        if not abs(float(weights[0, 0, 0, 0]) - 1.0) <= 1e-6:
+            raise CheckFailed(f"{what}: the weight of key 0 for query 0 should be 1, got {float(weights[0, 0, 0, 0]):.6g}: "
+                              "a masked score must end up below every possible score. Fill with -inf or "
+                              "torch.finfo(scores.dtype).min, not a constant like -1e4 or -10000 (added or filled).")
+        assert_module_close(out[..., 0, :], true_attention(q, k, v, mask)[0][..., 0, :], what + " output of query 0", dtype)
 
 
 @check(2, 1, "a fully masked row gives zero weights and a zero output (no NaN), in float32 and float64", uses=SDPA)
