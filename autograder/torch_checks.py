@@ -346,8 +346,9 @@ def student_module(t, cls, args: tuple, state: dict, dtype: torch.dtype):
     a built-in holding exactly the same weights.
     """
     module = cls(*args)
-    module.load_state_dict({k: v.to(dtype) for k, v in state.items()})
+    # Cast before loading: loading float64 weights into float32 parameters would round them.
     module = module.double() if dtype == torch.float64 else module.float()  # dtypes do not cross the wire
+    module.load_state_dict({k: v.to(dtype) for k, v in state.items()})
     return module.to(t.device)
 
 

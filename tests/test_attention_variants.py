@@ -327,7 +327,8 @@ NEW_BUGS = {
           (POS + FREQ + "    table = torch.zeros(T, d, device=device, dtype=torch.float64)\n").replace("device=device, ", ""))],
         {"6", "7"}, {"device_and_dtype_arguments"}),
     "LearnedPositions adds a float32 copy of the table": (
-        [(LEARNED_ADD, "        return x + self.table(positions).float()")], {"6", "7"}, {"learned_positions"}),
+        [(LEARNED_ADD, "        return x + self.table(positions).float()")], {"6", "7"},
+        {"learned_positions", "device_agnostic_modules"}),
     "LearnedPositions counts positions from 1": (
         [(LEARNED, "        positions = torch.arange(1, x.size(1) + 1, device=x.device).clamp(max=self.table.num_embeddings - 1)")],
         {"6"}, {"public_positions", "learned_positions"}),
