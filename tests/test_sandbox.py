@@ -563,3 +563,10 @@ def table_prob(lm, w, ctx):
     with pytest.raises(WorkerFailure) as info:
         box.request({"op": "call", "target": {"name": "loop"}}, [], 0.3)
     assert info.value.kind == "timeout" and box.proc is None
+
+
+def test_set_order_is_the_same_in_every_worker(sandbox):
+    """Same submission, same score: a function that iterates a set of strings answers alike in every worker."""
+    source = "def order():\n    return list({'the', 'of', 'and', 'to', 'a', 'in', 'that', 'is', 'was', 'he', 'for', 'it'})\n"
+    orders = [sandbox(source)[1].order() for _ in range(3)]
+    assert orders[0] == orders[1] == orders[2]
