@@ -13,21 +13,24 @@ import math
 class TableLM:
     """A language model given by a table: context tuple (length n-1) -> {word: probability}.
 
-    Contexts missing from the table get the uniform distribution over `vocab`. Shorter contexts are
-    left-padded with "<s>", longer ones cut to their last n-1 tokens, as the n-gram assignment does.
+    Contexts missing from the table get the uniform distribution over `vocab`. Longer contexts are
+    cut to their last n-1 tokens. Shorter ones are left-padded with "<s>", as the n-gram assignment
+    does, unless pad=False: that model, like any model the spec allows, answers differently for a
+    context its caller forgot to pad, so a caller's missing "<s>" shows in the numbers.
     """
 
-    def __init__(self, n: int, vocab, table: dict):
+    def __init__(self, n: int, vocab, table: dict, pad: bool = True):
         self.n = int(n)
         self.vocab = set(vocab)
         self.table = {tuple(k): dict(v) for k, v in table.items()}
+        self.pad = bool(pad)
 
     def prob(self, word, context) -> float:
         context = tuple(context)
         if self.n == 1:
             context = ()
         else:
-            context = (("<s>",) * (self.n - 1) + context)[-(self.n - 1):]
+            context = ((("<s>",) * (self.n - 1) if self.pad else ()) + context)[-(self.n - 1):]
         dist = self.table.get(context)
         if dist is None:
             return 1.0 / len(self.vocab)

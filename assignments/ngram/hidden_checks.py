@@ -42,7 +42,7 @@ TRICKY_LINES = [
     "", "   ", "O'er the hills--and far away!", "'Tis NOT so; 'twas\tthen.", "I'll o'er-leap it,",
     "Ha, ha, ha! HA!", "In 1599, 2s. 2d. paid", '"Hark!" quoth he', "lovers' eyes", "rock'n'roll'd",
     "don't, won't... can't?", "a  b\n c", "What's in a name?", "MACBETH. [Aside] Two truths",
-    "Naïve café — déjà vu", "snake_case and CamelCase", "x1y2 z_3", "Ah—'tis 'twixt 'em'",
+    "Naïve café — déjà vu", "Die Straße, ﬁne ÆSOP", "snake_case and CamelCase", "x1y2 z_3", "Ah—'tis 'twixt 'em'",
 ]
 
 
@@ -367,9 +367,11 @@ def mle_hidden(t):
                       f"NGramLM({n}, vocab, k=0).logprob(word, context)", rtol=0, atol=1e-6)
 
 
-@check(3, 1, "NGramLM add-k probabilities and log-probabilities", uses=("NGramLM",), needs=COUNT_NEEDS)
+@check(3, 1, "NGramLM add-k probabilities and log-probabilities", uses=("NGramLM",), needs=COUNT_NEEDS,
+       hint="(c(ctx, w) + k) / (c(ctx) + k * len(vocab)), with the context exactly as given (its last n-1 tokens): "
+            "a context never counted, even one of words outside vocab, has c(ctx) = 0; do not map it to <unk>.")
 def addk_hidden(t):
-    corpus = random_corpus(t.rng, 150, 30)
+    corpus = random_corpus(t.rng, 150, 120)  # a long tail of words seen once: <unk> is a trained context
     vocab = t.ref.build_vocab(corpus, 2)
     corpus = [t.ref.replace_oov(s, vocab) for s in corpus]
     for n, k in ((1, 1.0), (2, 0.01), (3, 0.5)):
@@ -431,8 +433,11 @@ def interpolation_hidden(t):
     pairs = [(w, c) for w in words + ["</s>"] for c in [(), ("x",), ("y",), ("z", "y"), ("z", "x", "y"), ["x", "z"]]]
     for orders, lambdas in (((1, 2, 3), [0.2, 0.3, 0.5]), ((3, 1, 2), [0.5, 0.2, 0.3]), ((1, 3), [0.4, 0.6]),
                             ((2,), [1.0])):
-        local = [TableLM(n, *tables[n]) for n in orders]
-        models = [t.student.support("TableLM", n, *tables[n]) for n in orders]
+        # every model after the first also knows a word of its own: vocab is the first model's, not the
+        # last's, the largest order's or their union
+        vocabs = [tables[n][0] + [f"only-in-model-{i}"] * (i > 0) for i, n in enumerate(orders)]
+        local = [TableLM(n, v, tables[n][1]) for n, v in zip(orders, vocabs)]
+        models = [t.student.support("TableLM", n, v, tables[n][1]) for n, v in zip(orders, vocabs)]
         weights = t.student.put(list(lambdas), "lambdas")
         lm = t.student.InterpolatedLM(models, weights)
         what = f"InterpolatedLM(models of orders {list(orders)}, {lambdas})"
@@ -440,8 +445,12 @@ def interpolation_hidden(t):
             raise CheckFailed(f"{what} changed the list of weights it was given to {weights.get()}")
         if lm.n.get() != max(orders):
             raise CheckFailed(f"{what}: attribute n is {lm.n.get()!r}, expected {max(orders)} (the largest order)")
-        if lm.vocab.get() != local[0].vocab:
-            raise CheckFailed(f"{what}: attribute vocab should be the first model's vocabulary")
+        vocab = lm.vocab.get()
+        if not isinstance(vocab, (set, frozenset, list, tuple)) or set(vocab) != local[0].vocab:
+            extra = sorted(set(vocab) - local[0].vocab) if isinstance(vocab, (set, frozenset, list, tuple)) else []
+            raise CheckFailed(f"{what}: attribute vocab should be the first model's vocabulary "
+                              f"({len(local[0].vocab)} words); got {vocab!r:.120}"
+                              + (f", with {extra[0]!r} that only a later model knows" if extra else ""))
         expected = [sum(l * m.prob(w, c) for l, m in zip(lambdas, local)) for w, c in pairs]
         compare_pairs(lm.prob.map(pairs), expected, pairs, f"{what}.prob(word, context)", rtol=1e-9)
         compare_pairs(lm.logprob.map(pairs), [reference_logprob(p) for p in expected], pairs,
@@ -460,7 +469,7 @@ def tune_lambdas_hidden(t):
     sentences = [[words[i] for i in t.rng.integers(0, 4, t.rng.integers(1, 8))] for _ in range(40)]
     candidates = [[round(a, 1), round(1 - a, 1)] for a in np.arange(0.1, 1.0, 0.1)]
 
-    def ppl(lambdas, local=local):
+    def ppl(lambdas, local=local, sentences=sentences):
         total = 0.0
         for s in sentences:
             for w, c in contexts_for(s, 2):
@@ -488,6 +497,21 @@ def tune_lambdas_hidden(t):
         got = t.student.tune_lambdas(*args)
         if not isinstance(got, (list, tuple)) or [float(x) for x in got] != expected:
             raise CheckFailed(f"tune_lambdas(...) when {what}: returned {got!r}, expected {expected}")
+    # perplexity weighs every token alike: one long sentence outweighs four short ones, which an average
+    # over sentences (of their perplexities or their per-token log-probabilities) would favor instead
+    tables = [{(): {"x": 0.75, "y": 0.125, "</s>": 0.125}}, {(): {"x": 0.25, "y": 0.25, "</s>": 0.5}}]
+    local = [TableLM(1, ["x", "y", "</s>"], table) for table in tables]
+    models = [t.student.support("TableLM", 1, ["x", "y", "</s>"], table) for table in tables]
+    sentences = [["x"] * 24] + [["y"]] * 4
+    candidates = [[0.25, 0.75], [0.75, 0.25], [0.5, 0.5]]
+    scores = [ppl(lambdas, local, sentences) for lambdas in candidates]
+    best = candidates[scores.index(min(scores))]
+    got = t.student.tune_lambdas(models, sentences, candidates)
+    if not isinstance(got, (list, tuple)) or [float(x) for x in got] != best:
+        raise CheckFailed(f"tune_lambdas(two unigram models, [['x'] * 24] + [['y']] * 4, {candidates}) returned "
+                          f"{got!r}, expected {best}: the perplexities of the whole text are "
+                          f"{', '.join(f'{x:.4f}' for x in scores)}. Perplexity is over all tokens together, "
+                          "exp(-(total log-probability) / (total tokens)), not an average over sentences.")
 
 
 # ---- Q4 -------------------------------------------------------------------------------------
@@ -501,8 +525,8 @@ def chain_rule(t):
         vocab, table = random_table(t.rng, n, words)
         if n == 2:
             table[("y",)] = {"x": 0.5, "y": 0.0, "<unk>": 0.25, "</s>": 0.25}  # "y y" is impossible
-        lm = t.student.support("TableLM", n, vocab, table)
-        local = TableLM(n, vocab, table)
+        lm = t.student.support("TableLM", n, vocab, table, False)  # pad=False: a context without <s> shows
+        local = TableLM(n, vocab, table, False)
         sentences = [[]] + [[words[i] for i in t.rng.integers(0, 3, t.rng.integers(1, 12))] for _ in range(30)]
         got = t.student.sentence_logprob.map([(lm, s) for s in sentences])
         expected = [table_sentence_logprob(local, s) for s in sentences]
@@ -547,7 +571,7 @@ def perplexity_stable(t):
 
 
 # ---- Q5 -------------------------------------------------------------------------------------
-@check(5, 1, "greedy generation: argmax, ties, orders 2 and 3, max_len, </s>, default max_len",
+@check(5, 1, "greedy generation: argmax, ties, orders 2 and 3, max_len, </s>, <unk>, default max_len",
        uses=("generate",),
        hint="on ties take the first word of sorted(lm.vocab); stop at </s> (not included) or after max_len tokens; "
             "the context grows by every word you emit.")
@@ -556,7 +580,7 @@ def greedy_hidden(t):
     vocab, table = random_table(t.rng, 2, words)
     table[("<s>",)] = {"x": 0.1, "y": 0.4, "z": 0.4, "</s>": 0.1}  # a tie: y comes first in sorted order
     table[("y",)] = {"x": 0.1, "y": 0.6, "z": 0.2, "</s>": 0.1}  # y y y ... until max_len
-    lm = t.student.support("TableLM", 2, vocab, table)
+    lm = t.student.support("TableLM", 2, vocab, table, False)  # pad=False: a start without <s> shows
     for max_len in (0, 1, 7):
         assert_equal(t.student.generate(lm, max_len, True), ["y"] * max_len, f"generate(lm, max_len={max_len}, greedy=True)")
     assert_equal(t.student.generate(lm, greedy=True), ["y"] * 20, "generate(lm, greedy=True) (the default max_len is 20)")
@@ -571,22 +595,41 @@ def greedy_hidden(t):
         best = {("<s>", "<s>"): "x", ("<s>", "x"): "z", ("x", "z"): "x", ("z", "x"): "y", ("x", "y"): "</s>"}.get(context)
         if best:
             row.update({w: 0.05 for w in row}, **{best: 0.85})
-    lm = t.student.support("TableLM", 3, vocab, table)
-    assert_equal(t.student.generate(lm, 10, True), ["x", "z", "x", "y"], "generate(trigram table model, 10, greedy=True)")
+    lm = t.student.support("TableLM", 3, vocab, table, False)
+    assert_equal(t.student.generate(lm, 10, True), ["x", "z", "x", "y"],
+                 "generate(trigram table model, 10, greedy=True); the first context is ('<s>', '<s>')")
+    # a tie at every step, between neighbours in sorted order (</s> < <unk> < a < b < c < d): only sorted(vocab)
+    # resolves them all as the docstring says, not the order a set happens to iterate in (it changes with the
+    # worker's hash seed); two vocabularies, so that a set order that happens to be sorted for one is not for both
+    for a, b, c, d in ("abcd", "pqrs"):
+        chain = {("<s>",): (a, b), (a,): (b, c), (b,): (c, d), (c,): ("<unk>", a), ("<unk>",): ("</s>", "<unk>")}
+        ties = {context: {w: 0.4 if w in pair else 0.05 for w in [a, b, c, d, "<unk>", "</s>"]}
+                for context, pair in chain.items()}
+        lm = t.student.support("TableLM", 2, [d, c, b, a, "<unk>", "</s>"], ties)
+        assert_equal(t.student.generate(lm, 10, True), [a, b, c, "<unk>"],
+                     "generate(lm, 10, greedy=True) where two words tie at every step (P = 0.4 each): take the first "
+                     "of words = sorted(lm.vocab), not of lm.vocab itself (a set has no fixed order)")
+    unk = {("<s>",): {"x": 0.2, "<unk>": 0.5, "</s>": 0.3}, ("<unk>",): {"x": 0.6, "<unk>": 0.1, "</s>": 0.3},
+           ("x",): {"x": 0.1, "<unk>": 0.2, "</s>": 0.7}}
+    lm = t.student.support("TableLM", 2, ["x", "<unk>", "</s>"], unk)
+    assert_equal(t.student.generate(lm, 10, True), ["<unk>", "x"],
+                 "generate(lm, 10, greedy=True) where <unk> is the likeliest first word (<unk> is a word of the "
+                 "vocabulary like any other: do not skip it)")
 
 
-SAMPLE_WORDS = ["a", "b", "c", "d"]
+SAMPLE_WORDS = ["a", "b", "c", "d", "<unk>"]  # <unk> is a word like any other: a sampler that skips it shows
 SAMPLE_TABLE = {  # every row different, so a sampler that keeps or loses the context shows
-    ("<s>",): {"a": 0.45, "b": 0.3, "c": 0.12, "d": 0.08, "</s>": 0.05},
-    ("a",): {"a": 0.08, "b": 0.4, "c": 0.2, "d": 0.12, "</s>": 0.2},
-    ("b",): {"a": 0.3, "b": 0.08, "c": 0.1, "d": 0.32, "</s>": 0.2},
-    ("c",): {"a": 0.1, "b": 0.25, "c": 0.35, "d": 0.1, "</s>": 0.2},
-    ("d",): {"a": 0.2, "b": 0.1, "c": 0.3, "d": 0.1, "</s>": 0.3},
-    ("</s>",): {"a": 0.9, "b": 0.04, "c": 0.03, "d": 0.02, "</s>": 0.01},
+    ("<s>",): {"a": 0.4, "b": 0.25, "c": 0.1, "d": 0.08, "<unk>": 0.12, "</s>": 0.05},
+    ("a",): {"a": 0.08, "b": 0.35, "c": 0.2, "d": 0.12, "<unk>": 0.05, "</s>": 0.2},
+    ("b",): {"a": 0.25, "b": 0.08, "c": 0.1, "d": 0.32, "<unk>": 0.05, "</s>": 0.2},
+    ("c",): {"a": 0.1, "b": 0.2, "c": 0.35, "d": 0.1, "<unk>": 0.05, "</s>": 0.2},
+    ("d",): {"a": 0.2, "b": 0.1, "c": 0.25, "d": 0.1, "<unk>": 0.05, "</s>": 0.3},
+    ("<unk>",): {"a": 0.15, "b": 0.3, "c": 0.1, "d": 0.2, "<unk>": 0.1, "</s>": 0.15},
+    ("</s>",): {"a": 0.89, "b": 0.04, "c": 0.03, "d": 0.02, "<unk>": 0.01, "</s>": 0.01},
 }
 
 
-@check(5, 2, "sampled generation: whole sequences follow the model, stop at </s>, reproducible by seed",
+@check(5, 2, "sampled generation: whole sequences follow the model (<unk> too), stop at </s>, reproducible by seed",
        uses=("generate",),
        hint="make random.Random(seed) once per call (not per word); draw every word with "
             "rng.choices(words, weights=probs)[0] from the current context; stop at </s>.")
@@ -603,6 +646,11 @@ def sampling_hidden(t):
                               "greedy must default to False")
     if len(set(map(tuple, outputs[:50]))) < 10:
         raise CheckFailed("generate(..., seed=s) gives (almost) the same output for different seeds")
+    unseeded = t.student.generate.map([(lm, 15)] * 8)  # a correct sampler repeats itself with probability < 1e-7
+    if len({repr(out) for out in unseeded}) < 2:
+        raise CheckFailed(f"generate(lm, max_len=15) called 8 times without a seed returned {unseeded[0]!r:.80} every "
+                          "time. The default is seed=None, and random.Random(None) seeds itself afresh, so the "
+                          "sentences should differ: is the default seed a fixed number?")
 
 
 # ---- Q6 -------------------------------------------------------------------------------------
