@@ -105,7 +105,8 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
                 report.results.append(_result(fn.lmgrade_check, False, banned) if banned
                                       else _run_check(fn, student, box, limits, ctx_args))
             report.notes += _load_notes(sub, box)
-        _blame_earlier_functions(report.results, [fn.lmgrade_check for fn in check_fns])
+        _blame_earlier_functions(report.results, [fn.lmgrade_check for fn in check_fns],
+                                 [fn.lmgrade_check for fn in assignment.checks(public_only)])
     report.execution_time = time.monotonic() - started
     return report
 
@@ -117,10 +118,14 @@ def reference_results(assignment: Assignment) -> dict:
                                   {sys.modules[fn.__module__] for fn in checks})
 
 
-def _blame_earlier_functions(results: list, specs: list) -> None:
-    """A check that fails because a function it `needs` is wrong says so, naming that function's question."""
+def _blame_earlier_functions(results: list, specs: list, all_specs: list) -> None:
+    """A check that fails because a function it `needs` is wrong says so, naming that function's question.
+
+    `all_specs` are every check of the assignment, also those of questions not graded in this run: a
+    name with a check of its own is blamed only when that check ran and failed.
+    """
     failing: dict[str, str] = {}  # student name -> question of a failing check that grades it
-    graded_alone = {spec.uses[0] for spec in specs if len(spec.uses) == 1}
+    graded_alone = {spec.uses[0] for spec in all_specs if len(spec.uses) == 1}
     for result, spec in zip(results, specs):
         if not result.passed:
             for name in spec.uses:  # a check of several names blames only those no check grades alone

@@ -564,7 +564,7 @@ def grade(tmp_path, text, questions) -> dict[str, str]:
     assert results, "no checks ran"
     specs = [fn.lmgrade_check for fn in ATTENTION.checks() if fn.__name__ in results]
     rows = [runner._result(spec, results[spec.name] == "Passed.", results[spec.name]) for spec in specs]
-    runner._blame_earlier_functions(rows, specs)  # "`x` (Qn) fails its own checks; fix it first."
+    runner._blame_earlier_functions(rows, specs, specs)  # "`x` (Qn) fails its own checks; fix it first."
     return {row.name: row.output for row in rows}
 
 

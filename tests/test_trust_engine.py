@@ -475,9 +475,24 @@ def test_blame_names_only_functions_that_fail_on_their_own():
     specs = [spec("softmax_alone", "1", ("softmax",)), spec("loss_alone", "1", ("loss",)),
              spec("both", "1", ("softmax", "loss")), spec("later", "2", ("train",), needs=("softmax", "loss"))]
     results = [result(specs[0], True), result(specs[1], False), result(specs[2], False), result(specs[3], False)]
-    runner._blame_earlier_functions(results, specs)
+    runner._blame_earlier_functions(results, specs, specs)
     assert "`loss` (Q1) fails its own checks" in results[3].output
     assert "`softmax`" not in results[3].output
+
+
+def test_blame_in_a_one_question_run_names_no_function_whose_own_checks_did_not_run():
+    """Grading only Q2: a failing check of several functions there says nothing of a Q1 function."""
+    from autograder.checks import CheckSpec
+
+    def spec(name, question, uses, needs=()):
+        return CheckSpec(name=name, question=question, points=1, title=name, uses=uses, needs=needs)
+
+    everything = [spec("norm_alone", "1", ("norm",)), spec("model", "2", ("norm", "model")),
+                  spec("train", "2", ("train",), needs=("norm", "model"))]
+    ran = everything[1:]
+    results = [runner.CheckResult(s.name, s.question, s.title, 0, 1, False, "x", False) for s in ran]
+    runner._blame_earlier_functions(results, ran, everything)
+    assert "`norm`" not in results[1].output and "`model` (Q2) fails its own checks" in results[1].output
 
 
 def test_graded_code_that_reaches_the_engine_loses_the_device_checks(tmp_path):
