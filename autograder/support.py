@@ -143,4 +143,12 @@ def word_ids(lines, vocab: list[str]):
     return np.array(ids, dtype=np.int64)
 
 
-FACTORIES = {"TableLM": TableLM, "NextWordProbe": NextWordProbe, "random_sentences": random_sentences, "smooth_function": smooth_function}
+def generator(seed: int):
+    """A seeded torch.Generator made in the student's process (a Generator cannot cross the wire), so
+    a check never depends on the student's module having imported torch under that name."""
+    import torch
+    return torch.Generator().manual_seed(int(seed))
+
+
+FACTORIES = {"TableLM": TableLM, "NextWordProbe": NextWordProbe, "random_sentences": random_sentences,
+             "smooth_function": smooth_function, "Generator": generator}

@@ -11,12 +11,16 @@ from tests.helpers import edited_solution
 
 TRANSFORMER = assignments.get("transformer")
 LN_CHECKS = {"public_norms", "layernorm_builtin", "norm_gradients"}
-ADAMW_CHECKS = {"public_training_pieces", "adamw_vs_torch"}
+ADAMW_CHECKS = {"public_training_pieces", "adamw_vs_torch", "adamw_class"}  # AdamW runs adamw_step
 PRE_NORM = ("            a = self.attn(self.norm1(x), causal=self.causal, cache=cache)\n"
             "            a, new = a if cache is not None else (a, None)\n"
             "            x = x + a\n")
 CACHE_CAT = "            k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)  # (B, h, T_past + T, d_head)\n"
 KV_CHECKS = {"public_generation", "cache_step", "cache_growth", "generate_greedy"}
+CLIP_RETURN = "    return [g * factor for g in grads], float(total)"
+ADAMW_LR = "        lr = self.lr if lr is None else lr\n"
+ADAMW_SKIP = "            if p.grad is None:\n                continue\n"
+SAMPLE_PROBS = "            probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)"
 
 # name: (replacements, questions graded, failing checks expected)
 BUGS = {
@@ -67,7 +71,7 @@ BUGS = {
         [("    m_hat = m / (1 - beta1 ** step)\n    v_hat = v / (1 - beta2 ** step)\n", "    m_hat, v_hat = m, v\n")],
         {"5"}, ADAMW_CHECKS),
     "AdamW with eps inside the square root": (
-        [("(v_hat.sqrt() + eps)", "(v_hat + eps).sqrt()")], {"5"}, {"adamw_vs_torch"}),
+        [("(v_hat.sqrt() + eps)", "(v_hat + eps).sqrt()")], {"5"}, {"adamw_vs_torch", "adamw_class"}),
     "warmup off by one": (
         [("        return max_lr * (step + 1) / warmup_steps", "        return max_lr * step / warmup_steps")], {"5"},
         {"public_training_pieces", "schedule_edges"}),
@@ -100,7 +104,124 @@ BUGS = {
     "cross-attention with keys and values from the decoder": (
         [("        x = x + self.cross_attn(self.norm2(x), context=memory)", "        x = x + self.cross_attn(self.norm2(x))")],
         {"8"}, {"public_seq2seq", "decoder_block_builtin", "seq2seq_builtin", "seq2seq_gradients",
-                "greedy_decode_matches", "seq2seq_sorting"}),
+                "greedy_decode_matches", "seq2seq_train_steps", "seq2seq_train_seeded", "seq2seq_sorting"}),
+    # (the encoder then gets no gradient: training crashes in clip_grads)
+    # ---- a second hunt: blind spots (flags, keywords, in-place edits, state, randomness) ----
+    "RMSNorm with eps outside the square root": (
+        [("        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps) * self.weight",
+          "        return x / (torch.sqrt((x * x).mean(dim=-1, keepdim=True)) + self.eps) * self.weight")], {"1"},
+        {"rmsnorm_builtin", "norm_gradients"}),
+    "LayerNorm with eps fixed at 1e-5": (
+        [("        out = (x - mean) / torch.sqrt(var + self.eps) * self.weight",
+          "        out = (x - mean) / torch.sqrt(var + 1e-5) * self.weight")], {"1"}, {"layernorm_builtin"}),
+    "LayerNorm centering its input in place": (
+        [("        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)\n",
+          "        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)\n        x -= mean\n        mean = 0\n")], {"1"},
+        {"norm_gradients"}),
+    "SwiGLU with SiLU after the product": (
+        [("self.down(F.silu(self.gate(x)) * self.up(x))", "self.down(F.silu(self.gate(x) * self.up(x)))")], {"2"},
+        {"public_feed_forward", "swiglu_formula", "ffn_gradients"}),
+    "MLP with ReLU": (
+        [("self.proj(F.gelu(self.fc(x)))", "self.proj(F.relu(self.fc(x)))")], {"2"},
+        {"public_feed_forward", "mlp_formula", "ffn_gradients"}),
+    "RoPE ignores its base argument": (
+        [("    theta = base ** (-torch.arange(0, d, 2, device=x.device, dtype=x.dtype) / d)",
+          "    theta = 10000.0 ** (-torch.arange(0, d, 2, device=x.device, dtype=x.dtype) / d)")], {"3"},
+        {"rope_formula"}),
+    "RoPE with theta_k = base^(-k/d)": (
+        [("    theta = base ** (-torch.arange(0, d, 2, device=x.device, dtype=x.dtype) / d)",
+          "    theta = base ** (-torch.arange(0, d // 2, device=x.device, dtype=x.dtype) / d)")], {"3"},
+        {"rope_formula", "attention_self", "block_builtin"}),
+    "RoPE also rotates the values": (
+        [("            q, k = apply_rope(q, positions), apply_rope(k, positions)",
+          "            q, k, v = apply_rope(q, positions), apply_rope(k, positions), apply_rope(v, positions)")], {"3"},
+        {"attention_self", "block_builtin"}),
+    "heads merged without the transpose": (
+        [("        out = self.out_proj(out.transpose(1, 2).reshape(B, T, -1))",
+          "        out = self.out_proj(out.reshape(B, T, -1))")], {"3"},
+        {"attention_self", "attention_cross", "attention_gradients", "public_block", "block_builtin", "block_causal",
+         "block_gradients"}),
+    "causal mask hides the diagonal too": (
+        [('            scores = scores.masked_fill(j > i, float("-inf"))', "            scores = scores.masked_fill(j >= i, -1e9)")],
+        {"3"}, {"attention_self", "attention_gradients", "public_block", "block_builtin", "block_causal",
+                "block_gradients"}),
+    "Block reuses norm1 before the MLP": (
+        [("            x = x + self.mlp(self.norm2(x))", "            x = x + self.mlp(self.norm1(x))")], {"3"},
+        {"public_block", "block_builtin", "block_gradients"}),
+    "no final norm": (
+        [("        logits = self.head(self.norm_f(x))  # (B, T, V)", "        logits = self.head(x)  # (B, T, V)")], {"4"},
+        {"public_lm", "lm_builtin", "lm_edges", "lm_gradients"}),
+    "param_count counts learned positions for RoPE too": (
+        [('    total += max_len * d_model if positions == "learned" else 0\n', "    total += max_len * d_model\n")], {"4"},
+        {"param_count_formula"}),
+    "param_count counts LayerNorm biases when bias=False": (
+        [("    norm = d_model * (2 if bias else 1)", "    norm = 2 * d_model")], {"4"}, {"param_count_formula"}),
+    "param_count returns a float": (
+        [("    return total\n", "    return total * 1.0\n")], {"4"}, {"param_count_formula"}),
+    "lr_at cosine over total_steps, not after warmup": (
+        [("    progress = (step - warmup_steps) / (total_steps - warmup_steps)", "    progress = step / total_steps")],
+        {"5"}, {"public_training_pieces", "schedule_edges"}),
+    "lr_at keeps the cosine after total_steps": (
+        [("    if step >= total_steps:\n        return min_lr\n", "")], {"5"}, {"public_training_pieces", "schedule_edges"}),
+    "clip_grads returns the norm after clipping": (
+        [(CLIP_RETURN, "    return [g * factor for g in grads], float(total) * factor")], {"5"}, {"clip_global_norm"}),
+    "clip_grads scales the gradients in place": (
+        [(CLIP_RETURN, "    return [g.mul_(factor) for g in grads], float(total)")], {"5"}, {"clip_global_norm"}),
+    "clip_grads returns the norm as a tensor": (
+        [(CLIP_RETURN, "    return [g * factor for g in grads], total")], {"5"}, {"clip_global_norm"}),
+    "get_batch makes a new generator from a Generator's seed each call": (
+        [("    if isinstance(generator, int):\n        generator = torch.Generator().manual_seed(generator)\n",
+          "    if isinstance(generator, int):\n        generator = torch.Generator().manual_seed(generator)\n"
+          "    else:\n        generator = torch.Generator().manual_seed(generator.initial_seed())\n")], {"5"},
+        {"get_batch_crops"}),
+    "AdamW.step ignores the lr it is given": (
+        [(ADAMW_LR, "        lr = self.lr\n")], {"5"}, {"adamw_class"}),
+    "AdamW.step keeps a given lr for later steps": (
+        [(ADAMW_LR, "        if lr is not None:\n            self.lr = lr\n        lr = self.lr\n")], {"5"}, {"adamw_class"}),
+    "AdamW counts its step once per parameter": (
+        [("        self.t += 1\n        lr = self.lr", "        lr = self.lr"),
+         (ADAMW_SKIP + "            new,", ADAMW_SKIP + "            self.t += 1\n            new,")], {"5"}, {"adamw_class"}),
+    "AdamW does not pass eps and weight_decay on": (
+        [("self.t, lr, self.betas,\n                                                   self.eps, self.weight_decay)",
+          "self.t, lr, self.betas)")], {"5"}, {"adamw_class"}),
+    "AdamW replaces the list entry instead of the parameter": (
+        [("            p.copy_(new)", "            self.params[i] = new")], {"5"}, {"adamw_class"}),
+    "AdamW decays parameters without a gradient": (
+        [(ADAMW_SKIP + "            new, self.m[i], self.v[i] = adamw_step(p, p.grad,",
+          "            grad = p.grad if p.grad is not None else torch.zeros_like(p)\n"
+          "            new, self.m[i], self.v[i] = adamw_step(p, grad,")], {"5"}, {"adamw_class"}),
+    "AdamW with one state for all parameters": (
+        [("        self.m = [torch.zeros_like(p) for p in self.params]\n        self.v = [torch.zeros_like(p) for p in self.params]\n",
+          "        self.m = [0.0] * len(self.params)\n        self.v = [0.0] * len(self.params)\n"),
+         ("            new, self.m[i], self.v[i] = adamw_step(p, p.grad, self.m[i], self.v[i],",
+          "            new, m, v = adamw_step(p, p.grad, self.m[0], self.v[0],"),
+         ("            p.copy_(new)", "            p.copy_(new)\n            self.m = [m] * len(self.params)\n"
+                                    "            self.v = [v] * len(self.params)")], {"5"}, {"adamw_class"}),
+    "temperature applied after the softmax": (
+        [(SAMPLE_PROBS, "            probs = torch.softmax(filter_logits(logits, 1.0, top_k, top_p), dim=-1) / temperature")],
+        {"7"}, {"generate_sampling"}),
+    "top-k and top-p not passed on when sampling": (
+        [(SAMPLE_PROBS, "            probs = torch.softmax(filter_logits(logits, temperature), dim=-1)")], {"7"},
+        {"generate_sampling"}),
+    "sampling generator re-created at every step": (
+        [("            nxt = torch.multinomial(probs, 1, generator=generator)",
+          "            nxt = torch.multinomial(probs, 1, generator=torch.Generator(device=idx.device).manual_seed(seed))")],
+        {"7"}, {"generate_sampling"}),
+    "top-k drops ties at the k-th value": (
+        [('        logits = logits.masked_fill(logits < kth, float("-inf"))',
+          "        idx_k = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).indices\n"
+          "        keep = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, idx_k, True)\n"
+          '        logits = logits.masked_fill(~keep, float("-inf"))')], {"7"}, {"filter_boundaries"}),
+    "top-p on the probabilities from before top-k": (
+        [("    logits = logits / temperature\n    if top_k is not None:",
+          "    logits = logits / temperature\n    probs = torch.softmax(logits, dim=-1)\n    if top_k is not None:"),
+         ("    if top_p is not None:\n        probs = torch.softmax(logits, dim=-1)\n", "    if top_p is not None:\n")],
+        {"7"}, {"filter_boundaries"}),
+    "filter_logits divides the caller's logits in place": (
+        [("    logits = logits / temperature\n", "    logits /= temperature\n")], {"7"}, {"filter_boundaries"}),
+    "cached generation feeds the whole sequence every step": (
+        [("            logits, cache = model(new, cache)", "            logits, cache = model(idx, cache)")], {"7"},
+        {"generate_greedy", "generate_sampling"}),
 }
 
 CORRECT = {
@@ -142,8 +263,68 @@ CORRECT = {
           "        before = ordered.cumsum(-1) - ordered\n"
           "        smallest = ordered.masked_fill(before >= top_p, float(\"inf\")).amin(-1, keepdim=True)\n"
           "        logits = logits.masked_fill(probs < smallest, float(\"-inf\"))\n")], {"7"}),
+    "RMSNorm by x.pow(2).mean and a division by the square root": (
+        [("        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps) * self.weight",
+          "        rms = torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)\n        return self.weight * (x / rms)")],
+        {"1"}),
+    "RoPE with repeated cos/sin and a rotate-half of pairs": (
+        [("    even, odd = x[..., 0::2], x[..., 1::2]\n"
+          "    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)",
+          "    cos, sin = cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)\n"
+          "    rotated = torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)\n"
+          "    return x * cos + rotated * sin")], {"3"}),
+    "AdamW with its state in a dict by index, keyword calls and p.data": (
+        [("        self.m = [torch.zeros_like(p) for p in self.params]\n        self.v = [torch.zeros_like(p) for p in self.params]\n"
+          "        self.t = 0\n",
+          "        self.state = {i: (torch.zeros_like(p), torch.zeros_like(p)) for i, p in enumerate(self.params)}\n"
+          "        self.steps = 0\n"),
+         ("        self.t += 1\n        lr = self.lr if lr is None else lr\n        for i, p in enumerate(self.params):\n"
+          "            if p.grad is None:\n                continue\n"
+          "            new, self.m[i], self.v[i] = adamw_step(p, p.grad, self.m[i], self.v[i], self.t, lr, self.betas,\n"
+          "                                                   self.eps, self.weight_decay)\n            p.copy_(new)",
+          "        self.steps += 1\n        for i, p in enumerate(self.params):\n            if p.grad is None:\n"
+          "                continue\n            m, v = self.state[i]\n"
+          "            new, m, v = adamw_step(p.detach(), p.grad, m, v, self.steps, lr or self.lr, betas=self.betas,\n"
+          "                                   eps=self.eps, weight_decay=self.weight_decay)\n"
+          "            self.state[i] = (m, v)\n            p.data = new")], {"5"}),
+    "clip_grads by vector norms in the gradients' dtype": (
+        [("    total = torch.sqrt(sum((g.double() ** 2).sum() for g in grads))\n",
+          "    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))\n")], {"5"}),
 }
 
+
+# Q8 in this process on every check but the sorting run (a full Q8 run trains a sorter, ~10 s): its model and
+# decoding bugs with their exact failing checks, and correct variants that pass all of them.
+SEQ2SEQ_BUGS = {
+    "cross-attention made causal": (
+        [("        x = x + self.cross_attn(self.norm2(x), context=memory)",
+          "        x = x + self.cross_attn(self.norm2(x), context=memory, causal=True)")],
+        {"public_seq2seq", "decoder_block_builtin", "seq2seq_builtin", "seq2seq_gradients", "greedy_decode_matches",
+         "seq2seq_train_steps", "seq2seq_train_seeded"}),  # a query row may see no key: NaN
+    "greedy_decode feeds only the last token": (
+        [("        nxt = model.decode(out, memory)[:, -1].argmax(dim=-1, keepdim=True)",
+          "        nxt = model.decode(out[:, -1:], memory)[:, -1].argmax(dim=-1, keepdim=True)")],
+        {"greedy_decode_matches"}),
+}
+
+SEQ2SEQ_CORRECT = {
+    "greedy_decode into a preallocated tensor": (
+        [("    out = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)\n"
+          "    for _ in range(n):\n        nxt = model.decode(out, memory)[:, -1].argmax(dim=-1, keepdim=True)\n"
+          "        out = torch.cat([out, nxt], dim=1)\n    return out[:, 1:]",
+          "    out = torch.full((src.shape[0], n + 1), bos, dtype=torch.long, device=src.device)\n"
+          "    for i in range(n):\n        out[:, i + 1] = model.decode(out[:, :i + 1], memory)[:, -1].argmax(dim=-1)\n"
+          "    return out[:, 1:]")]),
+    "train_seq2seq with the loss on transposed logits and rows by randint(N, ...)": (
+        [('        rows = torch.randint(0, src.shape[0], (s["batch_size"],), generator=generator).to(src.device)',
+          '        rows = torch.randint(src.shape[0], (s["batch_size"],), generator=generator).to(src.device)'),
+         ("        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))\n        optimizer.zero_grad()\n"
+          "        loss.backward()\n        clipped, _ = clip_grads([p.grad for p in params], s[\"grad_clip\"])\n"
+          "        for p, g in zip(params, clipped):\n            p.grad = g\n        optimizer.step(lr)\n    return",
+          "        loss = F.cross_entropy(logits.transpose(1, 2), y)\n        optimizer.zero_grad()\n"
+          "        loss.backward()\n        clipped, _ = clip_grads([p.grad for p in params], s[\"grad_clip\"])\n"
+          "        for p, g in zip(params, clipped):\n            p.grad = g\n        optimizer.step(lr)\n    return")]),
+}
 
 # Bugs in questions that share no code are graded together in one submission, to keep the suite
 # fast: the failing set must then be exactly the union of each bug's own set.
@@ -155,8 +336,26 @@ TOGETHER = [
     ("residual added in place into the caller's tensor", "AdamW with eps inside the square root"),
     ("attention scaled by sqrt(d_model)", "warmup off by one"),
     ("RoPE rotates the pairs (k, k + d/2)", "clipping each gradient by its own norm"),
-    ("param_count forgets the final norm", "get_batch never draws the last crop"),
-    ("untied head", "cross-attention with keys and values from the decoder"),
+    ("param_count forgets the final norm", "get_batch never draws the last crop",
+     "cached generation feeds the whole sequence every step"),
+    ("untied head", "cross-attention with keys and values from the decoder",
+     "filter_logits divides the caller's logits in place"),
+    # the second hunt: a Q5 bug beside bugs whose code Q5 never runs; Q7 and Q8 bugs beside code they never run
+    ("RoPE ignores its base argument", "AdamW.step ignores the lr it is given", "RMSNorm with eps outside the square root"),
+    ("RoPE with theta_k = base^(-k/d)", "AdamW.step keeps a given lr for later steps", "SwiGLU with SiLU after the product"),
+    ("RoPE also rotates the values", "AdamW counts its step once per parameter"),
+    ("heads merged without the transpose", "AdamW does not pass eps and weight_decay on"),
+    ("causal mask hides the diagonal too", "AdamW replaces the list entry instead of the parameter"),
+    ("Block reuses norm1 before the MLP", "AdamW decays parameters without a gradient"),
+    ("temperature applied after the softmax", "AdamW with one state for all parameters", "LayerNorm with eps fixed at 1e-5"),
+    ("LayerNorm centering its input in place", "MLP with ReLU", "lr_at cosine over total_steps, not after warmup"),
+    ("no final norm", "lr_at keeps the cosine after total_steps"),
+    ("top-k and top-p not passed on when sampling", "clip_grads returns the norm after clipping",
+     "param_count counts learned positions for RoPE too"),
+    ("sampling generator re-created at every step", "clip_grads scales the gradients in place",
+     "param_count counts LayerNorm biases when bias=False"),
+    ("top-k drops ties at the k-th value", "clip_grads returns the norm as a tensor", "param_count returns a float"),
+    ("top-p on the probabilities from before top-k", "get_batch makes a new generator from a Generator's seed each call"),
 ]
 GROUPS = TOGETHER + [(name,) for name in sorted(BUGS) if not any(name in group for group in TOGETHER)]
 
@@ -193,6 +392,11 @@ def test_correct_variants_together_get_full_marks(tmp_path):
     assert {r.name: r.output for r in report.results if not r.passed} == {}
 
 
+LM_UPDATE = ("        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))\n"
+             "        optimizer.zero_grad()\n        loss.backward()\n"
+             '        clipped, _ = clip_grads([p.grad for p in params], s["grad_clip"])\n'
+             "        for p, g in zip(params, clipped):\n            p.grad = g\n        optimizer.step(lr)\n        losses")
+
 # Q6's training bugs, checked in this process against the exact-step and seeding checks only (a
 # full Q6 grading run trains three models; these two checks decide such bugs before any threshold).
 TRAINING_BUGS = {
@@ -214,7 +418,66 @@ TRAINING_BUGS = {
           "        losses")], {"train_exact_steps"}),
     "the model's seed not set": (
         [('    torch.manual_seed(s["seed"])\n    model = TransformerLM', "    model = TransformerLM")], {"train_seeded"}),
+    "zero_grad between backward and step": (
+        [(LM_UPDATE, LM_UPDATE.replace("        optimizer.zero_grad()\n", "").replace(
+            "        optimizer.step(lr)", "        optimizer.zero_grad()\n        optimizer.step(lr)"))], {"train_exact_steps"}),
+    "no zero_grad (gradients pile up)": (
+        [(LM_UPDATE, LM_UPDATE.replace("        optimizer.zero_grad()\n", ""))], {"train_exact_steps"}),
+    "clipped gradients computed but never used": (
+        [(LM_UPDATE, LM_UPDATE.replace("        clipped, _ = clip_grads(", "        clip_grads(").replace(
+            "        for p, g in zip(params, clipped):\n            p.grad = g\n", ""))], {"train_exact_steps"}),
+    "the schedule one step ahead": (
+        [('        lr = lr_at(step, s["max_lr"], s["warmup_steps"], s["steps"], s["min_lr"])\n        x, y = get_batch(',
+          '        lr = lr_at(step + 1, s["max_lr"], s["warmup_steps"], s["steps"], s["min_lr"])\n        x, y = get_batch(')],
+        {"train_exact_steps"}),
+    "the batch generator re-made from the seed at every step": (  # only the varied stream shows it
+        [('        x, y = get_batch(train_ids, s["batch_size"], s["block_size"], generator)',
+          '        x, y = get_batch(train_ids, s["batch_size"], s["block_size"], s["seed"])')], {"train_exact_steps"}),
+    "init_state ignored": (
+        [("    if init_state is not None:\n        model.load_state_dict(init_state)\n", "")], {"train_exact_steps"}),
+    "losses kept as tensors": (
+        [("        losses.append(loss.item())", "        losses.append(loss)")], {"train_exact_steps"}),
+    "the loss summed over the batch": (
+        [(LM_UPDATE, LM_UPDATE.replace("y.reshape(-1))", 'y.reshape(-1), reduction="sum")'))], {"train_exact_steps"}),
 }
+
+# train_seq2seq's bugs, against Q8's exact-step and seeding checks in this process (the sorting run is slow).
+S2S_UPDATE = LM_UPDATE.replace("        losses", "    return")
+SEQ2SEQ_TRAINING_BUGS = {
+    "train_seq2seq with a constant learning rate": (
+        [(S2S_UPDATE, S2S_UPDATE.replace("optimizer.step(lr)", "optimizer.step()"))], {"seq2seq_train_steps"}),
+    "train_seq2seq without clipping": (
+        [(S2S_UPDATE, S2S_UPDATE.replace('        clipped, _ = clip_grads([p.grad for p in params], s["grad_clip"])\n'
+                                         "        for p, g in zip(params, clipped):\n            p.grad = g\n", ""))],
+        {"seq2seq_train_steps"}),
+    "train_seq2seq without the seed": (
+        [('    torch.manual_seed(s["seed"])\n    model = Seq2Seq', "    model = Seq2Seq")],
+        {"seq2seq_train_steps", "seq2seq_train_seeded"}),
+    "train_seq2seq drawing rows without the generator": (
+        [('        rows = torch.randint(0, src.shape[0], (s["batch_size"],), generator=generator)',
+          '        rows = torch.randint(0, src.shape[0], (s["batch_size"],))')], {"seq2seq_train_steps"}),
+    "train_seq2seq without the weight decay": (
+        [('eps=s["eps"], weight_decay=s["weight_decay"])\n    generator = torch.Generator().manual_seed(s["seed"])\n    bos',
+          'eps=s["eps"])\n    generator = torch.Generator().manual_seed(s["seed"])\n    bos')], {"seq2seq_train_steps"}),
+    "train_seq2seq scoring position t against target t + 1": (
+        [(S2S_UPDATE, S2S_UPDATE.replace("logits.reshape(-1, logits.shape[-1]), y.reshape(-1)",
+                                         "logits[:, :-1].reshape(-1, logits.shape[-1]), y[:, 1:].reshape(-1)"))],
+        {"seq2seq_train_steps"}),
+}
+# correct training loops written differently: every exact-step and seeding check passes
+TRAINING_CORRECT = {
+    "train_lm with zero_grad first, a log-softmax loss and AdamW over model.parameters()": [
+        (LM_UPDATE, LM_UPDATE.replace("        optimizer.zero_grad()\n", "").replace(
+            "        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))\n",
+            "        optimizer.zero_grad()\n"
+            "        loss = -torch.log_softmax(logits, -1).gather(-1, y[..., None]).mean()\n")),
+        ('    optimizer = AdamW(params, lr=s["max_lr"], betas=tuple(s["betas"]), eps=s["eps"], weight_decay=s["weight_decay"])\n'
+         "    generator = torch.Generator().manual_seed(s[\"seed\"])\n    losses = []",
+         '    optimizer = AdamW(model.parameters(), s["max_lr"], s["betas"], s["eps"], s["weight_decay"])\n'
+         "    generator = torch.Generator().manual_seed(s[\"seed\"])\n    losses = []")],
+}
+TRAINING_CHECKS = {"train_exact_steps", "train_seeded"}
+SEQ2SEQ_TRAINING_CHECKS = {"seq2seq_train_steps", "seq2seq_train_seeded"}
 
 
 def run_in_process(text: str, names: set) -> set:
@@ -229,7 +492,8 @@ def run_in_process(text: str, names: set) -> set:
         spec = fn.lmgrade_check
         if spec.name not in names:
             continue
-        ctx = Context(student=student, ref=TRANSFORMER.reference(), spec=spec)
+        # a public check's expected values come from the reference here (as when its fixtures are recorded)
+        ctx = Context(student=student, ref=TRANSFORMER.reference(), spec=spec, recording={} if spec.public else None)
         seed_everything(ctx.seed)
         try:
             fn(ctx)
@@ -241,8 +505,33 @@ def run_in_process(text: str, names: set) -> set:
 @pytest.mark.parametrize("bug", sorted(TRAINING_BUGS))
 def test_training_bug_is_caught_by_the_exact_step_or_seed_check(bug):
     replacements, expected = TRAINING_BUGS[bug]
-    assert run_in_process(edited_solution("transformer", replacements), {"train_exact_steps", "train_seeded"}) == expected
+    assert run_in_process(edited_solution("transformer", replacements), TRAINING_CHECKS) == expected
+
+
+@pytest.mark.parametrize("bug", sorted(SEQ2SEQ_TRAINING_BUGS))
+def test_seq2seq_training_bug_is_caught_by_q8s_exact_step_or_seed_check(bug):
+    replacements, expected = SEQ2SEQ_TRAINING_BUGS[bug]
+    assert run_in_process(edited_solution("transformer", replacements), SEQ2SEQ_TRAINING_CHECKS) == expected
 
 
 def test_staff_training_passes_the_exact_step_and_seed_checks_in_process():
-    assert run_in_process(edited_solution("transformer", []), {"train_exact_steps", "train_seeded"}) == set()
+    assert run_in_process(edited_solution("transformer", []), TRAINING_CHECKS | SEQ2SEQ_TRAINING_CHECKS) == set()
+
+
+SEQ2SEQ_QUICK = {fn.lmgrade_check.name for fn in TRANSFORMER.checks() if fn.lmgrade_check.question == "8"} - {"seq2seq_sorting"}
+
+
+@pytest.mark.parametrize("bug", sorted(SEQ2SEQ_BUGS))
+def test_seq2seq_bug_is_caught_by_exactly_its_checks_in_process(bug):
+    replacements, expected = SEQ2SEQ_BUGS[bug]
+    assert run_in_process(edited_solution("transformer", replacements), SEQ2SEQ_QUICK) == expected
+
+
+def test_correct_seq2seq_variants_pass_every_q8_check_but_the_sorting_run_in_process():
+    replacements = [edit for edits in SEQ2SEQ_CORRECT.values() for edit in edits]
+    assert run_in_process(edited_solution("transformer", replacements), SEQ2SEQ_QUICK) == set()
+
+
+@pytest.mark.parametrize("variant", sorted(TRAINING_CORRECT))
+def test_correct_training_loop_passes_the_exact_step_and_seed_checks_in_process(variant):
+    assert run_in_process(edited_solution("transformer", TRAINING_CORRECT[variant]), TRAINING_CHECKS) == set()

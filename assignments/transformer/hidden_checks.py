@@ -524,6 +524,55 @@ def adamw_vs_torch(t):
                 p, m, v = out
 
 
+ADAMW_KWARGS = dict(lr=0.03, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.2)
+ADAMW_LRS = (None, 0.05, 0.002, None)  # step(), step(0.05), step(lr=0.002), step() again: back to the lr given
+
+
+@check(5, 1.5, "AdamW class: four steps on four tensors equal torch.optim.AdamW (every keyword, step(lr), a "
+               "tensor without a gradient, state per tensor, the caller's tensors updated in place)",
+       uses=("AdamW",), needs=("adamw_step",),
+       hint="make m and v per parameter (zeros_like) and one step counter t that step() increases once per call; "
+            "pass betas, eps and weight_decay on to adamw_step; step(lr) uses lr for that call only; skip "
+            "parameters whose .grad is None; write the new values into the parameter itself (p.copy_(new)).")
+def adamw_class(t):
+    # two tensors of one shape (a state shared between them shows), one with 1e-7 gradients (eps shows),
+    # and one that never gets a gradient (it must not move: no decay without a gradient)
+    params = [randn(t, 3, 4), randn(t, 3, 4), randn(t, 5), randn(t, 2, 3)]
+    grads_per_step = [[randn(t, 3, 4), randn(t, 3, 4, scale=3.0), randn(t, 5, scale=1e-7)] for _ in ADAMW_LRS]
+    handles = [t.student.put(p.clone().requires_grad_(True), f"parameter {i}") for i, p in enumerate(params)]
+    what = f"AdamW(4 tensors, {describe(ADAMW_KWARGS)})"
+    opt = t.student.AdamW(handles, **ADAMW_KWARGS)
+    leaves = [p.clone().requires_grad_(True) for p in params]
+    truth = torch.optim.AdamW(leaves, **ADAMW_KWARGS)
+    done = []
+    for number, (lr, grads) in enumerate(zip(ADAMW_LRS, grads_per_step), start=1):
+        for handle, leaf, g in zip(handles, leaves, grads):
+            handle.backward(g)  # leaf.grad = g in the student's process
+            leaf.grad = g.clone()
+        for group in truth.param_groups:
+            group["lr"] = ADAMW_KWARGS["lr"] if lr is None else lr
+        call = "step()" if lr is None else f"step({lr})" if number == 2 else f"step(lr={lr})"
+        if lr is None:
+            opt.step()
+        elif number == 2:
+            opt.step(lr)
+        else:
+            opt.step(lr=lr)
+        truth.step()
+        done.append(call)
+        opt.zero_grad()
+        truth.zero_grad()
+        for i, (handle, leaf) in enumerate(zip(handles, leaves)):
+            got = handle.get()
+            label = (f"{what}, then {', '.join(done)} (each after fresh gradients on tensors 0-2; tensor 3 never "
+                     f"has one): tensor {i} {tuple(leaf.shape)}")
+            if not isinstance(got, torch.Tensor):
+                raise CheckFailed(f"{label}: the parameter is no longer a tensor")
+            if i == 3 and not torch.equal(got.detach(), params[3]):
+                raise CheckFailed(f"{label} changed; a parameter whose .grad is None is skipped (no update, no decay)")
+            close(got.detach(), leaf.detach(), f"{label} (vs torch.optim.AdamW with the same settings)", F64)
+
+
 @check(5, 1.5, "lr_at: warmup edges, the cosine, the end and after, min_lr", uses=("lr_at",),
        hint="warmup is max_lr * (step + 1) / warmup_steps for step < warmup_steps; cosine from warmup_steps to "
             "total_steps; min_lr from total_steps on.")
@@ -557,6 +606,9 @@ def clip_global_norm(t):
         if not isinstance(out, (tuple, list)) or len(out) != 2:
             raise CheckFailed(f"{what} should return (clipped gradients, total norm)")
         clipped, norm = out
+        if isinstance(norm, bool) or not isinstance(norm, float):
+            raise CheckFailed(f"{what}: the norm should be a Python float, got a {type(norm).__name__}; return "
+                              "float(total) (or total.item()), not the tensor")
         assert_close(float(norm), total, f"{what}: the returned norm (before clipping)", rtol=1e-9)
         factor = min(1.0, max_norm / (total + 1e-6))
         if not isinstance(clipped, (list, tuple)) or len(clipped) != 3:
@@ -605,6 +657,18 @@ def get_batch_crops(t):
                           "generator made from the seed (torch.randint(..., generator=g)).")
     if first[0].tolist() == other[0].tolist():
         raise CheckFailed("get_batch with seeds 123 and 124 gave the same batch: use the generator you are given.")
+    # a torch.Generator (what train_lm passes): two calls with it continue its one stream of draws
+    generator = t.student.support("Generator", 7)  # made in the student's process, like train_lm's
+    mine = torch.Generator().manual_seed(7)
+    for call in (1, 2):
+        what = f"get_batch(data (400,), 6, 5, g) with g = torch.Generator().manual_seed(7), call {call} with the same g"
+        x, _ = t.student.get_batch(data, 6, 5, generator)
+        got = [where.get(int(v)) for v in x[:, 0].tolist()]
+        expected = torch.randint(0, len(data) - 5, (6,), generator=mine).tolist()
+        if got != expected:
+            raise CheckFailed(f"{what}: crops started at {got}, expected {expected}, the starts torch.randint(0, "
+                              "len(data) - block_size, (batch_size,), generator=g) draws. Use the generator you are "
+                              "given as it is (never a new one made from it), so that every call continues its stream.")
 
 
 # ---- Q6 ---------------------------------------------------------------------------------------
@@ -764,6 +828,15 @@ def tied(state: dict, what: str) -> None:
         raise CheckFailed(f"{what}: head.weight and tok_emb.weight differ; with tie_weights=True they are one tensor")
 
 
+def spec_lr(settings, step, total):
+    """The stated schedule (linear warmup from (step + 1) / warmup, cosine to min_lr at `total`), written here."""
+    warm = settings["warmup_steps"]
+    if step < warm:
+        return settings["max_lr"] * (step + 1) / warm
+    return settings["min_lr"] + (settings["max_lr"] - settings["min_lr"]) * (
+        1 + math.cos(math.pi * (step - warm) / (total - warm))) / 2
+
+
 def grader_steps(ref, config, settings, init, data, steps):
     """The grader's own training steps: reference model, torch's AdamW and clipping, the spec's schedule."""
     model = ref.TransformerLM(**config)
@@ -771,18 +844,15 @@ def grader_steps(ref, config, settings, init, data, steps):
     params = list(model.parameters())
     opt = torch.optim.AdamW(params, lr=settings["max_lr"], betas=settings["betas"], eps=settings["eps"],
                             weight_decay=settings["weight_decay"])
-    x = data[:settings["block_size"]].repeat(settings["batch_size"], 1)
-    y = data[1:settings["block_size"] + 1].repeat(settings["batch_size"], 1)
+    generator = torch.Generator().manual_seed(settings["seed"])  # one stream for all batches, as stated
+    B, T = settings["batch_size"], settings["block_size"]
     losses = []
     for step in range(steps):
-        warm, total = settings["warmup_steps"], steps
-        if step < warm:
-            lr = settings["max_lr"] * (step + 1) / warm
-        else:
-            lr = settings["min_lr"] + (settings["max_lr"] - settings["min_lr"]) * (
-                1 + math.cos(math.pi * (step - warm) / (total - warm))) / 2
         for group in opt.param_groups:
-            group["lr"] = lr
+            group["lr"] = spec_lr(settings, step, steps)
+        starts = torch.randint(0, len(data) - T, (B,), generator=generator).tolist()
+        x = torch.stack([data[s:s + T] for s in starts])
+        y = torch.stack([data[s + 1:s + T + 1] for s in starts])
         logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         opt.zero_grad()
@@ -798,17 +868,29 @@ EXACT_SETTINGS = dict(batch_size=3, block_size=8, max_lr=0.02, min_lr=0.002, war
                       betas=(0.9, 0.95), eps=1e-4, grad_clip=0.3, seed=4)
 
 
-@check(6, 2, "train_lm: one and two steps from a given init on a constant stream equal the grader's update",
+@check(6, 2, "train_lm: one and two steps from a given init on a constant stream, and five on varied ids, equal "
+             "the grader's update",
        uses=("train_lm",), needs=TRAINING + LM + NORMS + FFN, timeout=60,
-       hint="per step: lr_at(step, ...), get_batch, mean cross-entropy, zero_grad, backward, clip_grads over all "
-            "gradients together, AdamW step with that lr; AdamW created once over model.parameters().")
+       hint="per step: lr_at(step, ...), get_batch with the one generator made before the loop, mean cross-entropy, "
+            "zero_grad, backward, clip_grads over all gradients together, AdamW step with that lr; AdamW created "
+            "once over model.parameters().")
 def train_exact_steps(t):
     init = lm_state(t, EXACT_CONFIG)
-    data = torch.full((50,), 5, dtype=torch.long)  # every crop is the same: the batches cannot differ
-    for steps in (1, 2):
+    constant = torch.full((50,), 5, dtype=torch.long)  # every crop is the same: the batches cannot differ
+    varied = ids(t, 60, V=EXACT_CONFIG["vocab_size"])  # then batches from one generator made from the seed
+    for data, steps, label in ((constant, 1, "a constant stream"), (constant, 2, "a constant stream"),
+                               (varied, 5, "ids (60,)")):
         settings = dict(EXACT_SETTINGS, steps=steps)
-        what = f"train_lm(a constant stream, {describe(EXACT_CONFIG)}, steps={steps}, init_state=given)"
+        what = f"train_lm({label}, {describe(EXACT_CONFIG)}, steps={steps}, init_state=given)"
+        if data is varied:
+            what += (" (batches: get_batch(train_ids, batch_size, block_size, g) with one g = "
+                     "torch.Generator().manual_seed(seed) made before the loop)")
         state, losses = checked_state(t.student.train_lm(data, EXACT_CONFIG, settings, init), init, what)
+        if not isinstance(losses, (list, tuple)) or not all(isinstance(x, float) for x in losses):
+            kinds = sorted({type(x).__name__ for x in losses}) if isinstance(losses, (list, tuple)) else [
+                type(losses).__name__]
+            raise CheckFailed(f"{what}: the losses should be a list of Python floats (loss.item()), one per step; got "
+                              f"{'a list of ' if isinstance(losses, (list, tuple)) else ''}{', '.join(kinds)}")
         expected, expected_losses = grader_steps(t.ref, EXACT_CONFIG, settings, init, data, steps)
         assert_close(losses, expected_losses, f"{what}: losses", rtol=1e-4, atol=1e-5)
         for name in init:
@@ -953,14 +1035,15 @@ def keep_set(logits, temperature=1.0, top_k=None, top_p=None):
 @check(7, 2, "filter_logits keeps exactly the stated set: top-k ties, top-p crossing and reaching p exactly",
        uses=("filter_logits",),
        hint="top-p keeps a token when the tokens strictly more probable than it sum to less than p: the token that "
-            "crosses p is kept. top-k keeps every token at least as large as the k-th largest.")
+            "crosses p is kept. top-k keeps every token at least as large as the k-th largest. With both, top-p reads "
+            "the softmax of what top-k left (renormalized).")
 def filter_boundaries(t):
     probs = torch.tensor([[0.25, 0.125, 0.5, 0.0625, 0.0625],   # exact in binary: sums are exact
                           [0.125, 0.25, 0.125, 0.25, 0.25]], dtype=F64)
     logits = torch.log(probs)
     cases = [dict(top_k=1), dict(top_k=2), dict(top_k=4), dict(top_k=3), dict(top_k=7),
              dict(top_p=0.5), dict(top_p=0.75), dict(top_p=0.7), dict(top_p=0.8), dict(top_p=0.2), dict(top_p=1.0),
-             dict(top_k=3, top_p=0.6), dict(temperature=0.5, top_p=0.8)]
+             dict(top_k=3, top_p=0.6), dict(top_k=2, top_p=0.6), dict(temperature=0.5, top_p=0.8)]
     for kwargs in cases:
         what = f"filter_logits(log of {probs.tolist()}, {describe(kwargs)})"
         temperature = kwargs.pop("temperature", 1.0)
@@ -1163,6 +1246,82 @@ def greedy_decode_matches(t):
         if not isinstance(got, torch.Tensor) or got.dtype != torch.int64:
             raise CheckFailed(f"{what} should return an int64 tensor")
         assert_equal(got.tolist(), expected.tolist(), what)
+
+
+S2S_EXACT_CONFIG = dict(vocab_size=11, d_model=8, n_heads=2, d_ff=12, n_layers=1, max_len=6)
+S2S_EXACT_SETTINGS = dict(batch_size=4, max_lr=0.02, min_lr=0.002, warmup_steps=2, weight_decay=0.1, betas=(0.9, 0.95),
+                          eps=1e-4, grad_clip=0.3, seed=4, bos=10)
+
+
+def s2s_exact_data(t):
+    """7 pairs: sources of 5 digits, targets of 6 (another length, so a swapped src/tgt shows)."""
+    return ids(t, 7, 5, V=10), ids(t, 7, 6, V=10)
+
+
+def s2s_names(config) -> dict:
+    return {k: torch.empty(s) for k, s in seq2seq_shapes(*[config[k] for k in (
+        "vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len")]).items()}
+
+
+def grader_seq2seq_steps(ref, config, settings, init, src, tgt, steps):
+    """The grader's own teacher-forced steps: reference Seq2Seq from `init`, torch's AdamW and clipping."""
+    model = ref.Seq2Seq(**config)
+    model.load_state_dict(init)
+    params = list(model.parameters())
+    opt = torch.optim.AdamW(params, lr=settings["max_lr"], betas=settings["betas"], eps=settings["eps"],
+                            weight_decay=settings["weight_decay"])
+    generator = torch.Generator().manual_seed(settings["seed"])
+    B = settings["batch_size"]
+    for step in range(steps):
+        for group in opt.param_groups:
+            group["lr"] = spec_lr(settings, step, steps)
+        rows = torch.randint(0, src.shape[0], (B,), generator=generator)
+        x, y = src[rows], tgt[rows]
+        tgt_in = torch.cat([torch.full((B, 1), settings["bos"], dtype=torch.long), y[:, :-1]], dim=1)
+        logits = model(x, tgt_in)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, settings["grad_clip"])
+        opt.step()
+    return {k: v.detach() for k, v in model.state_dict().items()}
+
+
+@check(8, 1.5, "train_seq2seq: one and three teacher-forced steps from the model it builds (steps=0) equal the "
+               "grader's update", uses=("train_seq2seq",), needs=TRAINING + S2S + NORMS + FFN, timeout=60,
+       hint="the train_lm loop: torch.manual_seed(seed), the model, AdamW once, one "
+            "torch.Generator().manual_seed(seed) before the loop; per step lr_at, rows = torch.randint(0, N, (batch_size,), generator=g), decoder input "
+            "[BOS] + tgt[rows][:, :-1], mean cross-entropy against tgt[rows], clip_grads, AdamW step with that lr.")
+def seq2seq_train_steps(t):
+    src, tgt = s2s_exact_data(t)
+    names = s2s_names(S2S_EXACT_CONFIG)
+    base = f"train_seq2seq(src (7, 5), tgt (7, 6), {describe(S2S_EXACT_CONFIG)}"
+    what = f"{base}, steps=0)"
+    init = checked_names(t.student.train_seq2seq(src, tgt, S2S_EXACT_CONFIG, dict(S2S_EXACT_SETTINGS, steps=0)),
+                         names, what)
+    for steps in (1, 3):
+        settings = dict(S2S_EXACT_SETTINGS, steps=steps)
+        what = f"{base}, steps={steps}, seed=4)"
+        state = checked_names(t.student.train_seq2seq(src, tgt, S2S_EXACT_CONFIG, settings), names, what)
+        expected = grader_seq2seq_steps(t.ref, S2S_EXACT_CONFIG, settings, init, src, tgt, steps)
+        for name in names:
+            assert_close(state[name], expected[name], f"{what}: parameter `{name}` vs the grader's {steps} step(s) "
+                         "from the model your steps=0 call returned (the same seed must build the same model)",
+                         rtol=1e-4, atol=2e-5)
+
+
+@check(8, 1, "train_seq2seq: the same seed gives the same model; another seed another", uses=("train_seq2seq",),
+       needs=TRAINING + S2S, timeout=60)
+def seq2seq_train_seeded(t):
+    src, tgt = s2s_exact_data(t)
+    names = s2s_names(S2S_EXACT_CONFIG)
+    settings = dict(S2S_EXACT_SETTINGS, steps=3)
+    what = f"train_seq2seq(src (7, 5), tgt (7, 6), {describe(S2S_EXACT_CONFIG)}, steps=3, seed=4)"
+    a = checked_names(call_twice(t.student.train_seq2seq, src, tgt, S2S_EXACT_CONFIG, settings, what=what), names, what)
+    b = checked_names(t.student.train_seq2seq(src, tgt, S2S_EXACT_CONFIG, dict(settings, seed=5)), names, what)
+    if all(torch.equal(a[k], b[k]) for k in a):
+        raise CheckFailed(f"{what} with seed 4 and seed 5 gave identical models: seed torch (manual_seed) and the row "
+                          "generator from settings['seed'].")
 
 
 SORT_LENGTH, BOS = 8, 10
