@@ -81,13 +81,14 @@ BUGS = {
         [(TEMPERATURE, TEMPERATURE + "\n            generator = torch.Generator().manual_seed(seed)")], {"6"},
         {"sample_hidden"}),
     "beam scores not length-normalized": ([(SCORED, SCORED.replace(" / len(tokens) ** alpha", ""))], {"6"},
-                                          {"public_decoding", "beam_width_one", "beam_exhaustive"}),
+                                          {"public_decoding", "beam_width_one", "beam_exhaustive", "beam_narrow"}),
     "finished hypotheses ranked by raw log-probability": (
         [("    scored.sort(key=lambda pair: -pair[1])",
-          "    scored.sort(key=lambda pair: -pair[1] * len(pair[0]) ** alpha)")], {"6"}, {"beam_exhaustive"}),
+          "    scored.sort(key=lambda pair: -pair[1] * len(pair[0]) ** alpha)")], {"6"}, {"beam_exhaustive", "beam_narrow"}),
     "attention softmax over the batch": ([(ATTN_SOFTMAX, ATTN_SOFTMAX.replace("dim=-1", "dim=0"))], {"8"},
                                          {"public_attention", "attention_hidden", "attention_gradients",
-                                          "seq2seq_forward_hidden", "train_seq2seq_exact", "seq2seq_reversal"}),
+                                          "seq2seq_forward_hidden", "train_seq2seq_exact", "seq2seq_reversal",
+                                          "greedy_translate_hidden"}),
     "greedy_translate reverses the source by hand (no model)": (
         [("        src = src.to(next(model.parameters()).device)\n",
           "        return [[d for d in reversed(row) if d != PAD] for row in src.tolist()]\n")], {"8"},
@@ -157,3 +158,369 @@ def test_correct_variant_gets_full_marks(tmp_path, variant):
     replacements, questions = CORRECT[variant]
     report = grade(tmp_path, edited_solution("rnn_lm", replacements), questions)
     assert {r.name: r.output for r in report.results if not r.passed} == {}
+
+
+# ---- the second hunt: bugs graded in this process on their question's checks ---------------------
+# Each bug is graded by every check of its question except the two trainings (Q7, and Q8's reversal run),
+# in this process (the staff module with the edit, called through an in-process channel), which
+# keeps these fast; the failing set must be exactly the one given.
+RNN_LAYER_LOOP = ("        for t in range(x.size(1)):\n            h = self.cell(x[:, t], h)  # (B, H)\n"
+                  "            outputs.append(h)\n        return torch.stack(outputs, dim=1), h\n")
+LOSS_TAIL = ("    losses = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), reduction=\"none\")\n"
+             "    if pad_id is None:\n        return losses.mean()\n"
+             "    keep = (targets.reshape(-1) != pad_id).to(losses.dtype)\n    return (losses * keep).sum() / keep.sum()\n")
+DETACH = "    if isinstance(state, torch.Tensor):\n        return state.detach()\n    return tuple(detach_state(s) for s in state)"
+CLIP_BODY = ("    total = torch.sqrt(sum((g.detach() ** 2).sum() for g in grads))\n    if total > max_norm:\n"
+             "        for g in grads:\n" + SCALE + "\n    return float(total)\n")
+WRAP = "        if i >= data.size(1) - 1:\n            state, i = None, 0\n"
+UPDATE = ("        optimizer.zero_grad()\n        loss.backward()\n        clip_grad_norm(model.parameters(), clip)\n"
+          "        optimizer.step()\n        losses.append(loss.item())\n        i += bptt\n")
+NORMS = "    return torch.stack([g.norm() for g in grads])"
+GREEDY_STEP = ("            token = int(logits[0, -1].argmax())\n            out.append(token)\n            if token == eos_id:\n"
+               "                break\n            logits, state = model(torch.tensor([[token]]), state)\n    return out\n\n\n"
+               "def sample")
+SAMPLE_START = ("    generator = torch.Generator().manual_seed(seed)\n    with torch.no_grad():\n"
+                "        logits, state = model(torch.tensor([prefix]), None)\n")
+MULTINOMIAL = "            token = int(torch.multinomial(probs, 1, generator=generator))\n            out.append(token)\n"
+BEAM_EXTEND = ("            candidates = []\n            for tokens, logprob, last, st in beam:\n"
+               "                scores = torch.log_softmax(last.double(), dim=-1)\n")
+BEAM_KEEP = "            for tokens, logprob, st in candidates[:beam_size]:\n"
+BEAM_START = ("    with torch.no_grad():\n        logits, state = model(torch.tensor([prefix]), None)\n"
+              "        beam = [([], 0.0, logits[0, -1], state)]\n")
+MASK_FILL = "            scores = scores.masked_fill(~mask, float(\"-inf\"))"
+TRANSLATE_STEP = ("            logits, state, _ = model.decode_step(token, state, enc, src != PAD)\n"
+                  "            token = logits.argmax(dim=-1)\n            rows.append(token)\n")
+SEQ2SEQ_LOSS = "        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1), ignore_index=PAD)"
+S2S_EXACT = {"train_seq2seq_exact"}
+
+# name: (replacements, question, failing checks expected)
+HUNT_BUGS = {
+    "RNNLayer outputs preallocated by torch.zeros (float32 whatever x is)": ([(RNN_LAYER_LOOP,
+        "        outputs = torch.zeros(x.size(0), x.size(1), self.cell.hidden_size)\n"
+        "        for t in range(x.size(1)):\n            h = self.cell(x[:, t], h)\n            outputs[:, t] = h\n"
+        "        return outputs, h\n")], "1", {"rnn_layer_hidden", "rnn_gradients"}),
+    "RNNLayer keeps the state before each step (h_0..h_{T-1})": ([(RNN_LAYER_LOOP,
+        "        for t in range(x.size(1)):\n            outputs.append(h)\n            h = self.cell(x[:, t], h)\n"
+        "        return torch.stack(outputs, dim=1), h\n")], "1", RNN - {"rnn_cell_hidden"}),
+    "RNNLayer writes each state into h0": ([(RNN_LAYER_LOOP,
+        "        for t in range(x.size(1)):\n            h.copy_(self.cell(x[:, t], h))\n            outputs.append(h.clone())\n"
+        "        return torch.stack(outputs, dim=1), h\n")], "1", {"rnn_layer_hidden", "rnn_gradients"}),
+    "RNNLayer zeros made without the device": ([(H0, H0.replace(
+        "x.new_zeros(x.size(0), self.cell.hidden_size)", "torch.zeros(x.size(0), self.cell.hidden_size, dtype=x.dtype)"))],
+        "1", {"rnn_layer_hidden"}),
+    "RNNLayer detaches h0": ([(H0, H0.replace("else h0", "else h0.detach()"))], "1", {"rnn_gradients"}),
+    "LSTM cell state updated in place (the caller's c)": ([(C_UPDATE,
+        "        c = c.mul_(torch.sigmoid(f)).add_(torch.sigmoid(i) * torch.tanh(g))")], "2",
+        {"lstm_cell_hidden", "lstm_layer_hidden"}),
+    "LSTMLayer outputs the cell states": ([("            outputs.append(state[0])", "            outputs.append(state[1])")],
+                                          "2", {"public_lstm", "lstm_layer_hidden", "lstm_gradients"}),
+    "GRU interpolation swapped": ([("        return (1 - z) * n + z * h", "        return z * n + (1 - z) * h")], "2",
+                                  {"gru_hidden", "gru_gradients"}),
+    "LSTM forget gate with a +1 bias": ([(C_UPDATE, C_UPDATE.replace("sigmoid(f)", "sigmoid(f + 1.0)"))], "2", LSTM),
+    "LSTMLayer zero cell state made as float32 on the CPU": ([(
+        "            h = x.new_zeros(x.size(0), self.cell.hidden_size)\n            state = (h, h)\n",
+        "            h = x.new_zeros(x.size(0), self.cell.hidden_size)\n"
+        "            state = (h, torch.zeros(x.size(0), self.cell.hidden_size))\n")], "2", {"lstm_layer_hidden"}),
+    "RNNLM forward drops the given state": ([(
+        "        outputs, state = self.rnn(self.embedding(tokens), state)  # (B, T, H)",
+        "        outputs, state = self.rnn(self.embedding(tokens))")], "3", {"rnnlm_forward_hidden"}),
+    "lm_loss `if not pad_id` (pad 0 counted)": ([("    if pad_id is None:\n        return losses.mean()\n",
+                                                  "    if not pad_id:\n        return losses.mean()\n")], "3",
+                                                {"public_rnnlm", "lm_loss_hidden"}),
+    "lm_loss masks where the input is pad": ([(LOSS_MEAN,
+        "    keep = (tokens[:, :-1].reshape(-1) != pad_id).to(losses.dtype)")], "3", {"public_rnnlm", "lm_loss_hidden"}),
+    "lm_loss writes -100 into the caller's tokens": ([(LOSS_TAIL,
+        "    if pad_id is not None:\n        targets[targets == pad_id] = -100\n"
+        "    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))\n")], "3",
+        {"lm_loss_hidden"}),
+    "lm_loss mean of per-sequence means": ([(LOSS_TAIL,
+        "    losses = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), reduction=\"none\")\n"
+        "    losses = losses.view(targets.shape)\n    if pad_id is None:\n        return losses.mean()\n"
+        "    keep = (targets != pad_id).to(losses.dtype)\n    return ((losses * keep).sum(1) / keep.sum(1)).mean()\n")],
+        "3", {"public_rnnlm", "lm_loss_hidden"}),
+    "tied sizes checked by assert": ([(
+        "            if emb_dim != hidden_size:\n                raise ValueError(f\"tied weights need emb_dim == hidden_size, "
+        "got {emb_dim} and {hidden_size}\")\n",
+        "            assert emb_dim == hidden_size, \"tied weights need emb_dim == hidden_size\"\n")], "3", {"rnnlm_tied"}),
+    "lm_loss returns loss.item()": ([("    return (losses * keep).sum() / keep.sum()\n",
+                                      "    return ((losses * keep).sum() / keep.sum()).item()\n"),
+                                     ("        return losses.mean()\n", "        return losses.mean().item()\n")], "3",
+                                    {"lm_loss_hidden"}),
+    "lm_loss divides by the non-pad tokens, not targets": ([("    return (losses * keep).sum() / keep.sum()\n",
+        "    return (losses * keep).sum() / (tokens != pad_id).sum()\n")], "3", {"public_rnnlm", "lm_loss_hidden"}),
+    "tied by nn.Parameter(embedding.weight) (a second parameter)": ([(
+        "            self.proj.weight = self.embedding.weight", "            self.proj.weight = nn.Parameter(self.embedding.weight)")],
+        "3", {"rnnlm_tied"}),
+    "lm_loss ignore_index=pad_id or -100 (pad 0 counted)": ([(LOSS_TAIL,
+        "    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=pad_id or -100)\n")],
+        "3", {"public_rnnlm", "lm_loss_hidden"}),
+    "batchify cuts with stream[:-(N % B)]": ([("    return stream[: batch_size * L].reshape(batch_size, L).clone()",
+        "    return stream[:-(stream.size(0) % batch_size)].reshape(batch_size, -1).clone()")], "4",
+        {"batchify_hidden", "public_train_lm", "train_lm_repeatable"}),
+    "get_chunk n = min(bptt, L - i)": ([("    n = min(bptt, data.size(1) - 1 - i)", "    n = min(bptt, data.size(1) - i)")], "4",
+                                       {"public_tbptt_pieces", "get_chunk_hidden"} | TRAIN),
+    "detach_state detaches in place": ([(DETACH,
+        "    if isinstance(state, torch.Tensor):\n        return state.detach_()\n    for s in state:\n        s.detach_()\n"
+        "    return state")], "4", {"detach_state_hidden"}),
+    "detach_state returns a list for a pair": ([(DETACH, DETACH.replace("tuple(detach_state(s) for s in state)",
+                                                                         "[s.detach() for s in state]"))], "4",
+                                               {"detach_state_hidden"}),
+    "detach_state clones instead of detaching": ([(DETACH, DETACH.replace("state.detach()", "state.clone()"))], "4",
+                                                 {"detach_state_hidden"} | TRAIN),
+    "clip_grad_norm walks the parameters generator twice": ([(
+        "    grads = [p.grad for p in parameters if p.grad is not None]\n    if not grads:\n        return 0.0\n" + CLIP_BODY,
+        "    total = torch.sqrt(sum((p.grad.detach() ** 2).sum() for p in parameters if p.grad is not None))\n"
+        "    if total > max_norm:\n        for p in parameters:\n            if p.grad is not None:\n"
+        "                p.grad.mul_(max_norm / (total + 1e-6))\n    return float(total)\n")], "4",
+        {"clip_hidden"} | TRAIN),  # and with no gradient at all, the sum is the int 0
+    "clip_grad_norm without the 1e-6": ([(SCALE, SCALE.replace("(total + 1e-6)", "total"))], "4",
+                                        {"clip_hidden", "train_lm_exact", "train_lm_repeatable"}),
+    "clip_grad_norm fails when no parameter has a gradient": ([(
+        "    grads = [p.grad for p in parameters if p.grad is not None]\n    if not grads:\n        return 0.0\n",
+        "    grads = [p.grad for p in parameters if p.grad is not None]\n")], "4", {"clip_hidden"}),
+    "train_lm detaches with state.detach() (a tensor state only)": ([(CARRY,
+        "        if state is not None:\n            state = state.detach()\n        logits, state = model(inputs, state)")],
+        "4", {"train_lm_exact"}),  # on an LSTM LM's (h, c), as Q7 does
+    "train_lm wraps around at i >= L (an empty chunk)": ([(WRAP, WRAP.replace("data.size(1) - 1", "data.size(1)"))], "4",
+                                                         {"train_lm_exact"}),
+    "train_lm wraps around but keeps the state": ([(WRAP, "        if i >= data.size(1) - 1:\n            i = 0\n")], "4",
+                                                  {"train_lm_exact"}),
+    "train_lm drops the short last chunk": ([(WRAP, WRAP.replace("i >= data.size(1) - 1", "i + bptt > data.size(1) - 1"))],
+                                            "4", {"public_train_lm", "train_lm_exact"}),
+    "train_lm clips after the step": ([(UPDATE, UPDATE.replace(
+        "        clip_grad_norm(model.parameters(), clip)\n        optimizer.step()\n",
+        "        optimizer.step()\n        clip_grad_norm(model.parameters(), clip)\n"))], "4", TRAIN),
+    "train_lm zeroes the gradients after backward": ([(UPDATE, UPDATE.replace(
+        "        optimizer.zero_grad()\n        loss.backward()\n", "        loss.backward()\n        optimizer.zero_grad()\n"))],
+        "4", TRAIN),
+    "train_lm clips before backward": ([(UPDATE, UPDATE.replace(
+        "        loss.backward()\n        clip_grad_norm(model.parameters(), clip)\n",
+        "        clip_grad_norm(model.parameters(), clip)\n        loss.backward()\n"))], "4", TRAIN),
+    "train_lm sums the chunk's losses": ([(
+        "        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))\n        optimizer.zero_grad()",
+        "        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), reduction=\"sum\")\n"
+        "        optimizer.zero_grad()")], "4", {"public_train_lm", "train_lm_exact"}),
+    "batchify returns floats": ([("    return stream[: batch_size * L].reshape(batch_size, L).clone()",
+                                  "    return stream[: batch_size * L].reshape(batch_size, L).float()")], "4",
+                                {"batchify_hidden"} | TRAIN),
+    "hidden_grad_norms in float32 (a tensor of .item()s)": ([(NORMS, "    return torch.tensor([g.norm().item() for g in grads])")],
+                                                           "5", {"hidden_grad_norms_hidden"}),
+    "hidden_grad_norms ignores the given state": ([("        if state is None:\n            h = x.new_zeros(x.size(0), cell.",
+                                                    "        if True:\n            h = x.new_zeros(x.size(0), cell.")], "5",
+                                                  {"hidden_grad_norms_hidden"}),
+    "hidden_grad_norms of an LSTM's c": ([("            hs.append(state[0] if isinstance(state, tuple) else state)",
+                                           "            hs.append(state[-1] if isinstance(state, tuple) else state)")], "5",
+                                         {"hidden_grad_norms_hidden"}),
+    "hidden_grad_norms averages per-row norms": ([(NORMS, "    return torch.stack([g.norm(dim=-1).mean() for g in grads])")],
+                                                 "5", {"public_hidden_grad_norms", "hidden_grad_norms_hidden"}),
+    "hidden_grad_norms starts an LSTM from one zero tensor": ([(
+        "            state = (h, h) if isinstance(cell, LSTMCell) else h\n", "            state = h\n")], "5",
+        {"hidden_grad_norms_hidden"}),
+    "greedy_decode appends to the caller's prefix": ([(
+        "        logits, state = model(torch.tensor([prefix]), None)\n        out = []\n        for _ in range(max_len):\n"
+        "            token = int(logits[0, -1].argmax())\n",
+        "        seq = prefix\n        out = []\n        for _ in range(max_len):\n"
+        "            logits, _ = model(torch.tensor([seq]), None)\n            token = int(logits[0, -1].argmax())\n"
+        "            seq.append(token)\n"),
+        ("            out.append(token)\n            if token == eos_id:\n                break\n"
+         "            logits, state = model(torch.tensor([[token]]), state)\n    return out\n\n\ndef sample",
+         "            out.append(token)\n            if token == eos_id:\n                break\n    return out\n\n\n"
+         "def sample")], "6", {"greedy_hidden"}),
+    "greedy_decode breaks ties towards the highest id": ([(GREEDY_STEP, GREEDY_STEP.replace(
+        "            token = int(logits[0, -1].argmax())\n",
+        "            row = logits[0, -1].tolist()\n            token = max(range(len(row)), key=lambda v: (row[v], v))\n"))],
+        "6", {"public_decoding"}),
+    "greedy_decode counts the prefix in max_len": ([(
+        "        out = []\n        for _ in range(max_len):\n            token = int(logits[0, -1].argmax())\n",
+        "        out = []\n        for _ in range(max_len - len(prefix) + 1):\n            token = int(logits[0, -1].argmax())\n")],
+        "6", {"greedy_hidden"}),
+    "temperature applied after the softmax": ([(TEMPERATURE,
+        "            probs = torch.softmax(logits[0, -1].double(), dim=-1) / temperature")], "6", {"sample_hidden"}),
+    "temperature multiplies the logits": ([(TEMPERATURE, TEMPERATURE.replace(" / temperature", " * temperature"))], "6",
+                                          {"sample_hidden"}),
+    "generator made without the seed": ([("    generator = torch.Generator().manual_seed(seed)",
+                                          "    generator = torch.Generator()")], "6", {"sample_hidden"}),
+    "generator not passed to multinomial": ([(MULTINOMIAL, MULTINOMIAL.replace(", generator=generator", ""))], "6",
+                                            {"sample_hidden"}),
+    "sample seeds torch's global generator": ([("    generator = torch.Generator().manual_seed(seed)",
+                                                "    torch.manual_seed(seed)\n    generator = None")], "6",
+                                              {"sample_hidden"}),
+    "sample extends the caller's prefix": ([(SAMPLE_START, SAMPLE_START + "        seq = prefix\n"),
+                                            (MULTINOMIAL, MULTINOMIAL + "            seq.append(token)\n")], "6",
+                                           {"sample_hidden"}),
+    "beam keeps beam_size open hypotheses, finished ones take no place": ([(
+        "            beam = []\n" + BEAM_KEEP,
+        "            beam = []\n            for tokens, logprob, st in candidates:\n                if len(beam) == beam_size:\n"
+        "                    break\n")], "6", {"beam_width_one", "beam_narrow"}),
+    "beam stops once beam_size hypotheses are finished": ([("            if not beam:\n                break\n",
+        "            if not beam or len(finished) >= beam_size:\n                break\n")], "6",
+        {"beam_exhaustive", "beam_narrow"}),
+    "beam drops the hypotheses still open at max_len": ([(
+        "        finished += [(tokens, logprob) for tokens, logprob, _, _ in beam]\n", "")], "6",
+        {"beam_width_one", "beam_exhaustive", "beam_narrow"}),
+    "beam length counts the prefix": ([(SCORED, SCORED.replace("len(tokens) ** alpha", "(len(prefix) + len(tokens)) ** alpha"))],
+                                      "6", {"public_decoding", "beam_width_one", "beam_exhaustive", "beam_narrow"}),
+    "beam keeps finished hypotheses in the beam, competing for places": ([(BEAM_EXTEND,
+        "            candidates = []\n            for tokens, logprob, last, st in beam:\n"
+        "                if tokens and tokens[-1] == eos_id:\n                    candidates.append((tokens, logprob, st))\n"
+        "                    continue\n                scores = torch.log_softmax(last.double(), dim=-1)\n"),
+        ("                if tokens[-1] == eos_id:\n                    finished.append((tokens, logprob))\n",
+         "                if tokens[-1] == eos_id:\n                    beam.append((tokens, logprob, None, st))\n"),
+        ("            if not beam:\n                break\n",
+         "            if all(b[0][-1] == eos_id for b in beam):\n                break\n")], "6", {"beam_narrow"}),
+    "beam prunes per hypothesis, not over all extensions": ([(BEAM_KEEP,
+        "            per, kept = {}, []\n            for c in candidates:\n                key = tuple(c[0][:-1])\n"
+        "                if per.get(key, 0) < beam_size:\n                    per[key] = per.get(key, 0) + 1\n"
+        "                    kept.append(c)\n            for tokens, logprob, st in kept:\n")], "6", {"beam_narrow"}),
+    "beam returns the prefix with each hypothesis": ([(SCORED, SCORED.replace("[(tokens, ", "[(list(prefix) + tokens, "))],
+                                                     "6", {"public_decoding", "beam_width_one", "beam_exhaustive",
+                                                           "beam_narrow"}),
+    "attention masked after the softmax, not renormalized": ([(
+        "        if mask is not None:\n" + MASK_FILL + "\n" + ATTN_SOFTMAX + "\n",
+        ATTN_SOFTMAX + "\n        if mask is not None:\n            weights = weights * mask\n")], "8",
+        {"public_attention", "attention_hidden", "attention_gradients", "seq2seq_forward_hidden",
+         "greedy_translate_hidden"} | S2S_EXACT),
+    "attention scores divided by sqrt(attn_size)": ([(ATTN_SOFTMAX, ATTN_SOFTMAX.replace(
+        "softmax(scores,", "softmax(scores / self.key_proj.out_features ** 0.5,"))], "8",
+        {"public_attention", "attention_hidden", "attention_gradients", "seq2seq_forward_hidden",
+         "greedy_translate_hidden"} | S2S_EXACT),
+    "decoder attends with the new h": ([(
+        "        context, weights = self.attention(state[0], enc, src_mask)  # (B, H), (B, S)\n"
+        "        state = self.decoder(torch.cat([self.tgt_embedding(token), context], dim=-1), state)\n",
+        "        context, _ = self.attention(state[0], enc, src_mask)\n"
+        "        state = self.decoder(torch.cat([self.tgt_embedding(token), context], dim=-1), state)\n"
+        "        context, weights = self.attention(state[0], enc, src_mask)\n")], "8",
+        {"seq2seq_forward_hidden", "greedy_translate_hidden"} | S2S_EXACT),
+    "train_seq2seq batches without the wrap-around": ([("        start = k * batch_size % src.size(0)",
+                                                        "        start = k * batch_size")], "8", S2S_EXACT),
+    "train_seq2seq loss over padding too": ([(SEQ2SEQ_LOSS, SEQ2SEQ_LOSS.replace(", ignore_index=PAD", ""))], "8", S2S_EXACT),
+    "train_seq2seq writes -100 into the caller's targets": ([(SEQ2SEQ_LOSS,
+        "        y[y == PAD] = -100\n" + SEQ2SEQ_LOSS.replace(", ignore_index=PAD", ""))], "8", S2S_EXACT),
+    "greedy_translate without the source mask": ([(TRANSLATE_STEP, TRANSLATE_STEP.replace("src != PAD", "None"))], "8",
+                                                 {"greedy_translate_hidden"}),
+    "greedy_translate feeds <s> at every step": ([(TRANSLATE_STEP,
+        "            logits, state, _ = model.decode_step(token, state, enc, src != PAD)\n"
+        "            rows.append(logits.argmax(dim=-1))\n")], "8", {"greedy_translate_hidden"}),
+    "greedy_translate stops every row at the first </s> of any": ([(TRANSLATE_STEP,
+        TRANSLATE_STEP + "            if (token == EOS).any():\n                break\n")], "8", {"greedy_translate_hidden"}),
+    "greedy_translate keeps </s>": ([("    return [row[:row.index(EOS)] if EOS in row else row for row in out]",
+                                      "    return [row[:row.index(EOS) + 1] if EOS in row else row for row in out]")], "8",
+                                    {"greedy_translate_hidden"}),
+    "greedy_translate starts the decoder from zeros": ([(
+        "        enc, state = model.encode(src)\n        token = torch.full_like(src[:, 0], BOS)\n",
+        "        enc, _ = model.encode(src)\n        state = (enc.new_zeros(enc.shape[0], enc.shape[2]),) * 2\n"
+        "        token = torch.full_like(src[:, 0], BOS)\n")], "8", {"greedy_translate_hidden"}),
+    "greedy_decode feeds only the last token of the prefix": ([(
+        "        logits, state = model(torch.tensor([prefix]), None)\n        out = []\n        for _ in range(max_len):\n"
+        "            token = int(logits[0, -1].argmax())\n",
+        "        logits, state = model(torch.tensor([prefix[-1:]]), None)\n        out = []\n        for _ in range(max_len):\n"
+        "            token = int(logits[0, -1].argmax())\n")], "6", {"greedy_hidden"}),
+    "sample feeds only the last token of the prefix": ([(SAMPLE_START, SAMPLE_START.replace(
+        "torch.tensor([prefix])", "torch.tensor([prefix[-1:]])"))], "6", {"sample_hidden"}),
+    "lm_loss by nll_loss on the logits": ([(LOSS_TAIL, LOSS_TAIL.replace("F.cross_entropy(logits", "F.nll_loss(logits"))],
+                                          "3", {"public_rnnlm", "lm_loss_hidden"}),
+    "attention keys projected without key_proj's bias": ([("self.key_proj(keys)))", "F.linear(keys, self.key_proj.weight)))")],
+        "8", {"public_attention", "attention_hidden", "attention_gradients", "seq2seq_forward_hidden",
+              "greedy_translate_hidden"} | S2S_EXACT),
+    "train_lm chunks overlap (i += bptt - 1)": ([(UPDATE, UPDATE.replace("i += bptt", "i += bptt - 1"))], "4", TRAIN),
+}
+
+# name: (replacements, questions)
+HUNT_CORRECT = {
+    "a new SGD optimizer at every step (it has no state); beam log-probabilities in float32": ([
+        (UPDATE, "        optimizer = torch.optim.SGD(model.parameters(), lr=lr)\n" + UPDATE),
+        ("                scores = torch.log_softmax(last.double(), dim=-1)",
+         "                scores = torch.log_softmax(last.float(), dim=-1)")], {"4", "6"}),
+    "lm_loss with ignore_index, the model run on every token": ([
+        ("    logits, _ = model(tokens[:, :-1])  # (B, T-1, V)\n", "    logits = model(tokens)[0][:, :-1]\n"),
+        (LOSS_TAIL, "    ignore = -100 if pad_id is None else pad_id\n"
+                    "    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), ignore_index=ignore)\n"),
+        ("            self.proj.weight = self.embedding.weight", "            self.embedding.weight = self.proj.weight")], {"3"}),
+    "clipping by reassigning .grad, the state detached after forward, model.zero_grad": ([
+        (CLIP_BODY, "    total = float(torch.cat([g.reshape(-1) for g in grads]).norm())\n    if total > max_norm:\n"
+                    "        for p in [p for p in parameters if p.grad is not None]:\n"
+                    "            p.grad = p.grad * (max_norm / (total + 1e-6))\n    return total\n"),
+        ("    grads = [p.grad for p in parameters if p.grad is not None]\n",
+         "    parameters = list(parameters)\n    grads = [p.grad for p in parameters if p.grad is not None]\n"),
+        (CARRY, "        logits, state = model(inputs, state)\n        state = detach_state(state)"),
+        (UPDATE, UPDATE.replace("optimizer.zero_grad()", "model.zero_grad()"))], {"4"}),
+    "detach_state by .data, the norm of the stacked norms": ([
+        (DETACH, DETACH.replace("state.detach()", "state.data")),
+        ("    total = torch.sqrt(sum((g.detach() ** 2).sum() for g in grads))\n",
+         "    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))\n")], {"4"}),
+    "hidden_grad_norms by retain_grad and backward": ([(
+        "        grads = torch.autograd.grad(hs[-1].sum(), hs)",
+        "        for h in hs:\n            h.retain_grad()\n        hs[-1].sum().backward()\n        grads = [h.grad for h in hs]")],
+        {"5"}),
+    "sampling from softmax ** (1 / T) in float32": ([(TEMPERATURE,
+        "            probs = torch.softmax(logits[0, -1].float(), dim=-1) ** (1.0 / temperature)")], {"6"}),
+    "beam by heapq.nlargest, rescoring whole sequences": ([(BEAM_START,
+        "    import heapq\n    open_, done = [([], 0.0)], []\n    with torch.no_grad():\n        for _ in range(max_len):\n"
+        "            cands = []\n            for tokens, lp in open_:\n"
+        "                logits, _ = model(torch.tensor([list(prefix) + tokens]))\n"
+        "                logp = torch.log_softmax(logits[0, -1].double(), -1).tolist()\n"
+        "                cands += [(lp + l, tokens + [v]) for v, l in enumerate(logp)]\n"
+        "            open_ = []\n            for lp, tokens in heapq.nlargest(beam_size, cands, key=lambda c: c[0]):\n"
+        "                (done if tokens[-1] == eos_id else open_).append((tokens, lp))\n"
+        "            if not open_:\n                break\n    done += open_\n"
+        "    ranked = sorted(((tk, lp / len(tk) ** alpha) for tk, lp in done), key=lambda p: p[1], reverse=True)\n"
+        "    return ranked[:beam_size]\n" + BEAM_START)], {"6"}),
+    "attention renormalized after masking exp(scores), a 0-dim fill elsewhere": ([(
+        "        if mask is not None:\n" + MASK_FILL + "\n" + ATTN_SOFTMAX + "\n",
+        "        weights = torch.exp(scores - scores.max(dim=-1, keepdim=True).values)\n"
+        "        if mask is not None:\n            weights = weights * mask\n"
+        "        weights = weights / weights.sum(dim=-1, keepdim=True)\n")], {"8"}),
+    "greedy_translate by the whole forward at every step": ([(
+        "        enc, state = model.encode(src)\n        token = torch.full_like(src[:, 0], BOS)\n        rows = []\n"
+        "        for _ in range(max_len):\n" + TRANSLATE_STEP + "        out = torch.stack(rows, dim=1).tolist()\n",
+        "        tgt = torch.full_like(src[:, :1], BOS)\n        for _ in range(max_len):\n"
+        "            logits, _ = model(src, src != PAD, tgt)\n"
+        "            tgt = torch.cat([tgt, logits[:, -1].argmax(dim=-1, keepdim=True)], dim=1)\n"
+        "        out = tgt[:, 1:].tolist()\n")], {"8"}),
+}
+TRAININGS = {"shakespeare_lstm", "public_q7", "seq2seq_reversal"}
+
+
+def run_in_process(text: str, questions: set) -> set:
+    """The failing checks of `questions` (but the trainings) for the module `text`, graded in this process."""
+    from autograder import build
+    from autograder.checks import Context, seed_everything
+    from autograder.errors import CheckFailed
+    from autograder.remote import InProcessChannel, Student
+    module = build.module_from_text("lmgrade_test_rnn_lm_variant", text)
+    student = Student(InProcessChannel(module))
+    failed = set()
+    for fn in RNN_LM.checks():
+        spec = fn.lmgrade_check
+        if spec.question not in questions or spec.name in TRAININGS:
+            continue
+        # a public check's expected values come from the reference here (as when its fixtures are recorded)
+        ctx = Context(student=student, ref=RNN_LM.reference(), spec=spec, recording={} if spec.public else None)
+        seed_everything(ctx.seed)
+        try:
+            fn(ctx)
+        except CheckFailed:
+            failed.add(spec.name)
+    return failed
+
+
+def test_hunt_bugs_are_caught_in_their_own_question():
+    checks = {fn.lmgrade_check.name: fn.lmgrade_check.question for fn in RNN_LM.checks()}
+    for name, (_, question, expected) in HUNT_BUGS.items():
+        assert expected and {checks[c] for c in expected} == {question}, name
+
+
+@pytest.mark.parametrize("bug", sorted(HUNT_BUGS))
+def test_hunt_bug_is_caught_by_exactly_its_checks_in_process(bug):
+    replacements, question, expected = HUNT_BUGS[bug]
+    assert run_in_process(edited_solution("rnn_lm", replacements), {question}) == expected
+
+
+@pytest.mark.parametrize("variant", sorted(HUNT_CORRECT))
+def test_hunt_correct_variant_passes_in_process(variant):
+    replacements, questions = HUNT_CORRECT[variant]
+    assert run_in_process(edited_solution("rnn_lm", replacements), questions) == set()
+
+
+def test_staff_solution_passes_in_process():
+    assert run_in_process(edited_solution("rnn_lm", []), set(RNN_LM.questions)) == set()

@@ -407,6 +407,9 @@ def lm_loss_hidden(t):
         for pad_id, tokens in cases:
             what = f"lm_loss(ToyRecurrentLM({V}, {d}), tokens {tuple(tokens.shape)}, pad_id={pad_id}, {name_of(dtype)})"
             got = call_pure(t.student.lm_loss, model, tokens, pad_id=pad_id, what=what)
+            if not isinstance(got, torch.Tensor):
+                raise CheckFailed(f"{what} should return the loss as a 0-dim tensor, got {type(got).__name__}: "
+                                  "a Python number cannot be backpropagated (do not call .item() or float()).")
             with torch.no_grad():
                 logits, _ = ref(tokens[:, :-1])
                 targets = tokens[:, 1:].reshape(-1)
@@ -448,7 +451,8 @@ def get_chunk_hidden(t):
         assert_equal(output(targets, None, what).tolist(), data[:, i + 1:i + 1 + n].tolist(), what + " targets")
 
 
-@check(4, 1, "detach_state: same values and types for a tensor, an (h, c) pair and None; no gradient through it",
+@check(4, 1, "detach_state: same values and types for a tensor, an (h, c) pair and None; no gradient through it; "
+             "the argument left alone",
        uses=("detach_state",))
 def detach_state_hidden(t):
     h, c = randn(t, 2, 5), randn(t, 2, 5)
@@ -470,6 +474,17 @@ def detach_state_hidden(t):
     if isinstance(grads, list) and grads and isinstance(grads[0], torch.Tensor) and bool(grads[0].abs().sum() > 0):
         raise CheckFailed("detach_state(h): a gradient flows through the returned state into h; it must be cut "
                           "(.detach()), so that no gradient crosses a chunk boundary.")
+    # in place? The caller's tensors must keep their history: a tensor that requires grad still does after the call.
+    h_leaf, c_leaf, alone = (t.student.put(randn(t, 2, 5).requires_grad_(True), "a state that requires grad")
+                             for _ in range(3))
+    t.student.detach_state(alone)
+    t.student.detach_state((h_leaf, c_leaf))
+    for handle, what in ((alone, "detach_state(h)"), (h_leaf, "detach_state((h, c)), its h"),
+                         (c_leaf, "detach_state((h, c)), its c")):
+        if handle.requires_grad.get() is not True:
+            raise CheckFailed(f"{what}: the caller's tensor no longer requires grad after the call: it was detached in "
+                              "place (.detach_() or requires_grad_(False)). Return new tensors (state.detach()) and "
+                              "leave the argument alone; the docstring says it is not changed.")
 
 
 def worker_parameters(t, grads: list):
@@ -508,10 +523,12 @@ def clip_case(t, grads: list, max_norm: float, what: str):
         assert_close(output(g, None, what), p.grad, f"{what}: gradient {i} after clipping", rtol=1e-9, atol=1e-12)
 
 
-@check(4, 2, "clip_grad_norm against torch.nn.utils.clip_grad_norm_: global norm, in place, small ones unchanged",
+@check(4, 2, "clip_grad_norm against torch.nn.utils.clip_grad_norm_: global norm, in place, small ones unchanged, "
+             "no gradients at all",
        uses=("clip_grad_norm",),
        hint="one norm over all gradients together, sqrt(sum of squares of every entry); scale every gradient by "
-            "max_norm / (norm + 1e-6) only when norm > max_norm; skip parameters whose .grad is None.")
+            "max_norm / (norm + 1e-6) only when norm > max_norm; skip parameters whose .grad is None (none at all: "
+            "return 0.0).")
 def clip_hidden(t):
     big = [randn(t, 3, 4, scale=2.0), randn(t, 5, scale=3.0), randn(t, 2, 2, 2)]
     clip_case(t, big, 1.5, "clip_grad_norm(3 parameters with large gradients, 1.5)")
@@ -520,6 +537,8 @@ def clip_hidden(t):
     clip_case(t, [randn(t, 7, scale=4.0), ("no grad", (3,)), randn(t, 2, 3)], 0.5,
               "clip_grad_norm(a parameter whose .grad is None among others, 0.5)")
     clip_case(t, [randn(t, 1, scale=5.0)], 2.0, "clip_grad_norm(a single 1-element gradient, 2.0)")
+    clip_case(t, [("no grad", (4,)), ("no grad", (2, 3))], 1.0,
+              "clip_grad_norm(parameters none of which has a .grad, 1.0) (the norm of no gradients is 0.0)")
 
 
 def tbptt_case(t, V, d, N, settings: dict, what: str, weights=None, student_weights=None):
@@ -543,8 +562,47 @@ def tbptt_case(t, V, d, N, settings: dict, what: str, weights=None, student_weig
         assert_close(output(state[name], None, what), value, f"{what}: `{name}` after training", rtol=1e-7, atol=1e-9)
 
 
+def lstm_tbptt_case(t, V: int, E: int, H: int, N: int, settings: dict) -> None:
+    """train_lm on the student's RNNLM with LSTMLayer, whose state is a tuple (h, c), against the reference's run.
+
+    Why: ToyRecurrentLM's state is one tensor, so `state.detach()` in train_lm passes on it and breaks on an LSTM.
+    Only run when the student's RNNLM with LSTMLayer matches the built-ins (Q2 and Q3 grade those): a wrong LSTM
+    must not cost Q4.
+    """
+    weights = lm_weights(t, "lstm", V, E, H)
+    model = student_lm(t, "lstm", V, E, H, weights, F64)
+    tokens, state = random_tokens(t, 3, 4, V), random_state(t, "lstm", 3, H, F64)
+    try:
+        logits, _ = parts(model(tokens, state), 2, "RNNLM")
+        assert_close_mod(output(logits, None, "RNNLM"), lm_logits("lstm", weights, tokens, state)[0], "RNNLM", F64)
+    except CheckFailed:
+        t.note("train_lm with an LSTM's (h, c) state was not tried: your RNNLM with LSTMLayer fails Q2/Q3 "
+               "(fix those first).")
+        return
+    stream = torch.from_numpy(t.rng.integers(0, V, size=N))
+    text = ", ".join(f"{k}={v}" for k, v in settings.items())
+    what = f"train_lm(RNNLM({V}, {E}, {H}, layer=LSTMLayer), stream ({N},), {text})"
+    try:
+        losses = call_pure(t.student.train_lm, model, stream, what=what, **settings)
+    except StudentError as exc:
+        raise CheckFailed(f"with an LSTM, whose state is a tuple (h, c) (your RNNLM and LSTMLayer pass their own "
+                          f"checks): {exc}\nDetach the carried state with detach_state, which handles tuples.") from None
+    ref = t.ref.RNNLM(V, E, H, layer=t.ref.LSTMLayer)
+    ref.load_state_dict(weights)
+    ref = ref.double()
+    expected = t.ref.train_lm(ref, stream, **settings)
+    losses = as_array(losses, what + " losses")[0]
+    if losses.shape != (settings["steps"],):
+        raise CheckFailed(f"{what}: expected a list of {settings['steps']} losses (one per step), got shape {losses.shape}")
+    assert_close(losses, np.array(expected), f"{what}: the loss of each step", rtol=1e-7, atol=1e-9)
+    trained = checked_state(model.state_dict(), ref.state_dict(), what)
+    for name, value in ref.state_dict().items():
+        assert_close(trained[name], value, f"{what}: `{name}` after training", rtol=1e-6, atol=1e-9)
+
+
 @check(4, 3, "train_lm exact steps on ToyRecurrentLM: one and two steps, the state carried and detached, "
-             "a short last chunk, wrap-around, clipping", uses=TBPTT_USES,
+             "a short last chunk, wrap-around, clipping; and on an LSTM LM, whose state is a pair (h, c)",
+       uses=TBPTT_USES, needs=("RNNLM", "LSTMLayer", "LSTMCell"),
        hint="per step: wrap around when i >= L - 1 (i = 0, state None), get_chunk, detach the carried state, forward, "
             "mean cross-entropy, zero_grad, backward, clip_grad_norm(model.parameters(), clip), SGD step, i += bptt.")
 def train_lm_exact(t):
@@ -557,6 +615,7 @@ def train_lm_exact(t):
         settings = dict(steps=steps, lr=0.3, batch_size=3, bptt=4, clip=0.05)
         text = ", ".join(f"{k}={v}" for k, v in settings.items())
         tbptt_case(t, V, d, 35, settings, f"train_lm(ToyRecurrentLM(7, 5), stream (35,), {text})", weights)
+    lstm_tbptt_case(t, 7, 4, 5, 35, dict(steps=4, lr=0.3, batch_size=3, bptt=4, clip=0.05))
 
 
 @check(4, 1, "train_lm: two runs from the same weights give identical losses; batch of one, bptt 1",
@@ -717,7 +776,8 @@ SAMPLE_ALPHA = 1e-6  # a correct sampler fails one of these tests once in a mill
 
 
 @check(6, 3, f"sample: whole sequences follow softmax(logits / T) for T = 1, 0.5 and 2 ({SAMPLES} seeds, chi-square "
-             f"at p < {SAMPLE_ALPHA:g}); a seed gives one reproducible sequence", uses=("sample",),
+             f"at p < {SAMPLE_ALPHA:g}); a seed gives one reproducible sequence; the global generator left alone",
+       uses=("sample",),
        hint="one torch.Generator().manual_seed(seed) per call (not per step), probabilities softmax(logits / "
             "temperature), torch.multinomial(probs, 1, generator=g); stop after eos_id.")
 def sample_hidden(t):
@@ -756,6 +816,17 @@ def sample_hidden(t):
     assert_equal(token_list(t.student.sample(model, prefix, 6, eos), what),
                  token_list(t.student.sample(model, prefix, 6, eos, 1.0, 0), what),
                  f"sample(TableModel, {prefix}, 6, {eos}) (defaults) vs the same with temperature=1.0, seed=0")
+    try:  # fail-only: the student's process reports torch's global generator before and after a call
+        global_state = t.student.torch.random.get_rng_state
+        before = output(global_state(), None, "torch.random.get_rng_state()")
+    except CheckFailed:
+        return  # no `torch` in the notebook's namespace: nothing to ask
+    t.student.sample(model, prefix, 6, eos, temperature=1.0, seed=5)
+    if not torch.equal(output(global_state(), None, "torch.random.get_rng_state()"), before):
+        raise CheckFailed(f"sample(TableModel, {prefix}, 6, {eos}, temperature=1.0, seed=5) changed torch's global random "
+                          "generator (torch.manual_seed, or drawing without generator=): every other random draw of "
+                          "the program then depends on this call. Draw every token from one "
+                          "torch.Generator().manual_seed(seed) made in the call.")
 
 
 def beam_list(value, what: str, beam_size: int) -> list:
@@ -830,6 +901,31 @@ def beam_exhaustive(t):
     model = t.student.TableModel(torch.from_numpy(table))
     beams = beam_list(t.student.beam_search(model, [1, 2], 3, 5, 2), what, 3)
     assert_beams_consistent(beams, table, [1, 2], 5, 2, 1.0, what)
+
+
+@check(6, 1.5, "beam_search of widths 2 and 3 keeps the same hypotheses as the reference's beam at every step "
+               "(alpha 0, 0.7, 1)", uses=("beam_search",),
+       hint="at each step extend every open hypothesis by every token and keep the beam_size best of ALL the "
+            "extensions by log-probability; those ending in eos_id are finished: they leave the beam (which then "
+            "holds fewer open hypotheses) but still took one of the beam_size places.")
+def beam_narrow(t):
+    V, max_len = 5, 6
+    for trial in range(6):
+        eos = trial % V
+        table = random_table(t, V, 1.0)
+        table[:, :, eos] += 0.5  # hypotheses finish at every step, while others stay open
+        prefix = [int(v) for v in t.rng.integers(0, V, size=1 + trial % 2)]
+        for width in (2, 3):
+            for alpha in (0.0, 0.7, 1.0):
+                what = (f"beam_search(TableModel(table {trial}), {prefix}, beam_size={width}, max_len={max_len}, "
+                        f"eos_id={eos}, alpha={alpha})")
+                beams = beam_list(call_pure(t.student.beam_search, t.student.TableModel(torch.from_numpy(table)),
+                                            prefix, width, max_len, eos, alpha=alpha, what=what), what, width)
+                assert_beams_consistent(beams, table, prefix, max_len, eos, alpha, what)
+                expected = t.ref.beam_search(t.ref.TableModel(torch.from_numpy(table)), prefix, width, max_len, eos,
+                                             alpha=alpha)
+                assert_equal([b[0] for b in beams], [list(tokens) for tokens, _ in expected],
+                              what + ": the returned hypotheses, best first")
 
 
 # ---- Q7: Shakespeare ----------------------------------------------------------------------------
@@ -1068,19 +1164,44 @@ def train_seq2seq_exact(t):
             assert_close(got[name], value, f"{what}: `{name}` after training", rtol=1e-6, atol=1e-9)
 
 
-@check(8, 1, "greedy_translate: the reference's greedy outputs on a random model, cut at </s>", uses=S2S_USES +
-       ("greedy_translate",), needs=S2S_NEEDS)
+GREEDY_S2S = dict(emb_dim=8, hidden_size=12, attn_size=8)
+
+
+@one_thread
+def partly_trained_s2s(ref, seed: int) -> dict:
+    """The reference Seq2Seq after 40 Adam steps on the toy task (about 0.5 s here).
+
+    Why: a random model mostly repeats one token, or says </s> at once, whatever it is fed, so a decoder that
+    leaves out the source mask, feeds <s> at every step, starts from zeros or stops every row at the first </s>
+    would match its outputs. Half-trained, its outputs vary in length with the source and depend on the tokens fed
+    back and on the real source positions.
+    """
+    state = s2s_weights(ref, seed, **GREEDY_S2S)
+    model = s2s_reference(ref, state, F32, **GREEDY_S2S)
+    src, tgt = digit_pairs(np.random.default_rng(seed), 40 * 16, 6)
+    ref.train_seq2seq(model, src, tgt, steps=40, lr=0.03, batch_size=16, clip=1.0)
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+@check(8, 1, "greedy_translate: the reference's greedy outputs on a half-trained and a random model, rows of different "
+             "lengths cut at </s> or at max_len", uses=S2S_USES + ("greedy_translate",), needs=S2S_NEEDS,
+       hint="encode once; start every row from <s> and the encoder's final (h, c); at each of max_len steps call "
+            "decode_step with the mask src != PAD and feed back each row's argmax; cut each row at its own first </s>.")
 def greedy_translate_hidden(t):
-    state = s2s_weights(t.ref, t.seed % 1000, eos_bias=1.5, **SMALL)
-    src, _ = digit_pairs(t.rng, 6, 5)
-    model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F64)
-    for max_len in (7, 1):
-        what = f"greedy_translate(Seq2Seq(13, 5, 6, 4) with random weights, src (6, 5) padded, max_len={max_len})"
-        got = call_pure(t.student.greedy_translate, model, src, max_len, what=what)
-        expected = t.ref.greedy_translate(s2s_reference(t.ref, state, **SMALL), src, max_len)
-        if not isinstance(got, list) or len(got) != len(expected):
-            raise CheckFailed(f"{what} should return a list of {len(expected)} lists of ids")
-        assert_equal([token_list(row, what) for row in got], expected, what)
+    cases = [("a half-trained", partly_trained_s2s(t.ref, t.seed % 1000), GREEDY_S2S, (7, 4, 1)),
+             ("a random", s2s_weights(t.ref, t.seed % 1000, **SMALL), SMALL, (5,))]
+    src, _ = digit_pairs(t.rng, 8, 6)
+    for label, state, dims, lengths in cases:
+        name = f"Seq2Seq(13, {', '.join(map(str, dims.values()))}) with {label} model's weights"
+        model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, *dims.values()), state, F64)
+        reference = s2s_reference(t.ref, state, **dims)
+        for max_len in lengths:
+            what = f"greedy_translate({name}, src (8, 6) padded, max_len={max_len})"
+            got = call_pure(t.student.greedy_translate, model, src, max_len, what=what)
+            expected = t.ref.greedy_translate(reference, src, max_len)
+            if not isinstance(got, list) or len(got) != len(expected):
+                raise CheckFailed(f"{what} should return a list of {len(expected)} lists of ids")
+            assert_equal([token_list(row, what) for row in got], expected, what)
 
 
 def q8_accuracy_of(module, rng, decoder=None) -> float:
