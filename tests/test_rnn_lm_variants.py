@@ -10,7 +10,7 @@ cannot reach them, to keep the suite fast.
 import pytest
 
 from autograder import assignments, runner
-from tests.helpers import edited_solution
+from tests.helpers import edited_solution, failing_in_process
 
 RNN_LM = assignments.get("rnn_lm")
 RNN = {"public_rnn", "rnn_cell_hidden", "rnn_layer_hidden", "rnn_gradients"}
@@ -483,25 +483,8 @@ TRAININGS = {"shakespeare_lstm", "public_q7", "seq2seq_reversal"}
 
 def run_in_process(text: str, questions: set) -> set:
     """The failing checks of `questions` (but the trainings) for the module `text`, graded in this process."""
-    from autograder import build
-    from autograder.checks import Context, seed_everything
-    from autograder.errors import CheckFailed
-    from autograder.remote import InProcessChannel, Student
-    module = build.module_from_text("lmgrade_test_rnn_lm_variant", text)
-    student = Student(InProcessChannel(module))
-    failed = set()
-    for fn in RNN_LM.checks():
-        spec = fn.lmgrade_check
-        if spec.question not in questions or spec.name in TRAININGS:
-            continue
-        # a public check's expected values come from the reference here (as when its fixtures are recorded)
-        ctx = Context(student=student, ref=RNN_LM.reference(), spec=spec, recording={} if spec.public else None)
-        seed_everything(ctx.seed)
-        try:
-            fn(ctx)
-        except CheckFailed:
-            failed.add(spec.name)
-    return failed
+    names = {fn.lmgrade_check.name for fn in RNN_LM.checks() if fn.lmgrade_check.question in questions}
+    return failing_in_process("rnn_lm", text, names - TRAININGS)
 
 
 def test_hunt_bugs_are_caught_in_their_own_question():

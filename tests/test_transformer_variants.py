@@ -7,7 +7,7 @@ questions the edit concerns (later questions reuse the code, and their `needs` p
 import pytest
 
 from autograder import assignments, runner
-from tests.helpers import edited_solution
+from tests.helpers import edited_solution, failing_in_process
 
 TRANSFORMER = assignments.get("transformer")
 LN_CHECKS = {"public_norms", "layernorm_builtin", "norm_gradients"}
@@ -481,25 +481,7 @@ SEQ2SEQ_TRAINING_CHECKS = {"seq2seq_train_steps", "seq2seq_train_seeded"}
 
 
 def run_in_process(text: str, names: set) -> set:
-    from autograder import build
-    from autograder.checks import Context, seed_everything
-    from autograder.errors import CheckFailed
-    from autograder.remote import InProcessChannel, Student
-    module = build.module_from_text("lmgrade_test_transformer_variant", text)
-    student = Student(InProcessChannel(module))
-    failed = set()
-    for fn in TRANSFORMER.checks():
-        spec = fn.lmgrade_check
-        if spec.name not in names:
-            continue
-        # a public check's expected values come from the reference here (as when its fixtures are recorded)
-        ctx = Context(student=student, ref=TRANSFORMER.reference(), spec=spec, recording={} if spec.public else None)
-        seed_everything(ctx.seed)
-        try:
-            fn(ctx)
-        except CheckFailed:
-            failed.add(spec.name)
-    return failed
+    return failing_in_process("transformer", text, names)
 
 
 @pytest.mark.parametrize("bug", sorted(TRAINING_BUGS))
