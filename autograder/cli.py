@@ -51,7 +51,7 @@ In a notebook, check_notebook() does the same for the notebook that is open.""",
 
 Ctrl-C stops a batch cleanly; the same command continues where it stopped.""",
     "selfcheck": """example:
-  lmgrade selfcheck        (about 40 s with a warm cache; exit 1 on any unexpected score)""",
+  lmgrade selfcheck        (about 2 minutes with a warm cache, on two cores; exit 1 on any unexpected score)""",
 }
 
 
