@@ -150,5 +150,12 @@ def generator(seed: int):
     return torch.Generator().manual_seed(int(seed))
 
 
+def torch_rng_state():
+    """torch's global generator state in the student's process: a check compares it before and after
+    a call that must draw only from its own generator (a report from there can only fail a check)."""
+    import torch
+    return torch.random.get_rng_state()
+
+
 FACTORIES = {"TableLM": TableLM, "NextWordProbe": NextWordProbe, "random_sentences": random_sentences,
-             "smooth_function": smooth_function, "Generator": generator}
+             "smooth_function": smooth_function, "Generator": generator, "torch_rng_state": torch_rng_state}
