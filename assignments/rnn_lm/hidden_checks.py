@@ -817,9 +817,9 @@ def sample_hidden(t):
                  token_list(t.student.sample(model, prefix, 6, eos, 1.0, 0), what),
                  f"sample(TableModel, {prefix}, 6, {eos}) (defaults) vs the same with temperature=1.0, seed=0")
     # fail-only: the student's process reports torch's global generator before and after a call
-    before = output(t.student.support("torch_rng_state"), None, "torch.random.get_rng_state()")
+    before = output(t.student.support("torch_rng_state").get(), None, "torch.random.get_rng_state()")
     t.student.sample(model, prefix, 6, eos, temperature=1.0, seed=5)
-    if not torch.equal(output(t.student.support("torch_rng_state"), None, "torch.random.get_rng_state()"), before):
+    if not torch.equal(output(t.student.support("torch_rng_state").get(), None, "torch.random.get_rng_state()"), before):
         raise CheckFailed(f"sample(TableModel, {prefix}, 6, {eos}, temperature=1.0, seed=5) changed torch's global random "
                           "generator (torch.manual_seed, or drawing without generator=): every other random draw of "
                           "the program then depends on this call. Draw every token from one "
