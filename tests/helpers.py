@@ -40,3 +40,39 @@ def failing_in_process(assignment_id: str, text: str, check_names: set) -> set:
         except CheckFailed:
             failed.add(spec.name)
     return failed
+
+
+def run_check_recording(assignment_id: str, submission, check_name: str, reference_results: dict):
+    """Run one check in this process on the module `submission`, with given cached reference results.
+
+    Returns (the exception it raised or None, every array sent to the student's side), so a test
+    can both fake a reference figure and see what crossed.
+    """
+    import numpy as np
+
+    from autograder.checks import Context
+    from autograder.remote import InProcessChannel, Student
+    assignment = assignments.get(assignment_id)
+    fn = next(fn for fn in assignment.checks() if fn.lmgrade_check.name == check_name)
+    sent = []
+
+    class Recording(InProcessChannel):
+        def request(self, message, arrays, timeout):
+            sent.extend(np.asarray(a) for a in arrays)
+            return super().request(message, arrays, timeout)
+
+    ctx = Context(student=Student(Recording(submission)), ref=assignment.reference(), spec=fn.lmgrade_check,
+                  cache_tag="test", reference_results=reference_results)
+    try:
+        fn(ctx)
+    except Exception as exc:  # noqa: BLE001 - the caller asserts which
+        return exc, sent
+    return None, sent
+
+
+def staff_module(assignment_id: str):
+    """The staff solution as a fresh module, for tests that replace one of its functions."""
+    import types
+    module = types.ModuleType(f"lmgrade_test_{assignment_id}_staff")
+    exec(solution_text(assignment_id), module.__dict__)  # noqa: S102 - the staff solution
+    return module

@@ -95,36 +95,20 @@ def test_the_function_handed_to_a_gradient_checker_carries_no_gradient():
 
 def test_shakespeare_check_never_sends_the_test_plays():
     """Only the training ids cross to the worker; the grader scores the returned parameters itself."""
-    import types
-
     import numpy as np
 
-    from autograder.assignments import _load_module
-    from autograder.checks import Context
-    from autograder.remote import InProcessChannel, Student
-    hidden = _load_module(BACKPROP.dir / "hidden_checks.py", "lmgrade_checks_backprop_hidden")
-    submission = types.ModuleType("submission")
-    exec(BACKPROP.reference_path.read_text(), submission.__dict__)  # noqa: S102 - the staff solution
+    from tests.helpers import run_check_recording, staff_module
+    submission = staff_module("backprop")
     submission.train_ffnn = lambda ids, V, **kw: (submission.init_params(V, kw["dim"], kw["hidden"], kw["context"],
                                                                         kw["seed"]), [0.0] * kw["steps"])
-    sent = []
-
-    class Recording(InProcessChannel):
-        def request(self, message, arrays, timeout):
-            sent.extend(np.asarray(a) for a in arrays)
-            return super().request(message, arrays, timeout)
-
-    ctx = Context(student=Student(Recording(submission)), ref=BACKPROP.reference(), spec=hidden.shakespeare_ffnn.lmgrade_check,
-                  cache_tag="test", reference_results={"ffnn-shakespeare": 80.0})
-    with pytest.raises(Exception, match="perplexity"):  # untrained: far above the threshold
-        hidden.shakespeare_ffnn(ctx)
-    train, test = hidden.shakespeare_ids()
+    error, sent = run_check_recording("backprop", submission, "shakespeare_ffnn", {"ffnn-shakespeare": 80.0})
+    assert "perplexity" in str(error)  # untrained: far above the threshold
+    check = next(fn for fn in BACKPROP.checks() if fn.lmgrade_check.name == "shakespeare_ffnn")
+    train, test = check.__globals__["shakespeare_ids"]()
     assert any(a.shape == train.shape and np.array_equal(a, train) for a in sent)
     # Far below the reference (here: a reference made 3000, the untrained model is about 2000): flagged.
-    ctx = Context(student=Student(Recording(submission)), ref=BACKPROP.reference(), spec=hidden.shakespeare_ffnn.lmgrade_check,
-                  cache_tag="test", reference_results={"ffnn-shakespeare": 3000.0})
-    with pytest.raises(Exception, match="seen the test plays"):
-        hidden.shakespeare_ffnn(ctx)
+    error, _ = run_check_recording("backprop", submission, "shakespeare_ffnn", {"ffnn-shakespeare": 3000.0})
+    assert "seen the test plays" in str(error)
     probe = test[:200].astype(np.int64).tobytes()
     assert not any(probe in np.ascontiguousarray(a).astype(np.int64).tobytes() for a in sent if a.size >= 200)
 

@@ -73,3 +73,20 @@ def test_a_forbidden_use_withholds_only_the_checks_that_grade_it(tmp_path):
     failed = {r.name: r.output for r in report.results if not r.passed}
     assert set(failed) == {"public_rnn", "rnn_cell_hidden", "rnn_layer_hidden", "rnn_gradients"}
     assert all("asks you to write yourself" in out for out in failed.values())
+
+
+def test_q7_scores_returned_weights_itself_and_flags_implausibly_good_ones():
+    """Only training characters cross; a perplexity far below the reference's is not trusted."""
+    import numpy as np
+
+    from tests.helpers import run_check_recording, staff_module
+    submission = staff_module("rnn_lm")
+    submission.train_lm = lambda model, stream, **kw: [0.0] * kw["steps"]  # returns the untrained weights
+    error, sent = run_check_recording("rnn_lm", submission, "shakespeare_lstm", {"q7-shakespeare": 7.0})
+    assert "perplexity" in str(error) and "does not trust" not in str(error)  # untrained: above the threshold
+    error, _ = run_check_recording("rnn_lm", submission, "shakespeare_lstm", {"q7-shakespeare": 1000.0})
+    assert "does not trust" in str(error)  # far below a (made-up) reference of 1000
+    check = next(fn for fn in RNN_LM.checks() if fn.lmgrade_check.name == "shakespeare_lstm")
+    _, _, test_ids = check.__globals__["char_data"]()  # the grader's own split
+    probe = np.asarray(test_ids[:200], dtype=np.int64).tobytes()
+    assert not any(probe in np.ascontiguousarray(a).astype(np.int64).tobytes() for a in sent if a.size >= 200)

@@ -55,3 +55,25 @@ def test_builtin_layer_norm_in_the_block_costs_the_block_checks_not_q1(tmp_path)
 def test_staff_solution_passes_on_cuda(solution_notebook):
     report = runner.grade(solution_notebook, TRANSFORMER, device="cuda")
     assert {r.name: r.output for r in report.results if not r.passed} == {}
+
+
+def test_shakespeare_scores_returned_weights_itself_and_flags_implausibly_good_ones():
+    """Only training characters cross; a perplexity far below the reference's is not trusted."""
+    import numpy as np
+
+    from tests.helpers import run_check_recording, staff_module
+    submission = staff_module("transformer")
+
+    def untrained(train_ids, config, settings, init_state=None):
+        torch.manual_seed(settings["seed"])
+        return submission.TransformerLM(**config).state_dict(), [0.0] * settings["steps"]
+
+    submission.train_lm = untrained
+    error, sent = run_check_recording("transformer", submission, "shakespeare_perplexity", {"shakespeare": 5.0})
+    assert "perplexity" in str(error) and "does not trust" not in str(error)  # untrained: above the threshold
+    error, _ = run_check_recording("transformer", submission, "shakespeare_perplexity", {"shakespeare": 1000.0})
+    assert "does not trust" in str(error)  # far below a (made-up) reference of 1000
+    check = next(fn for fn in TRANSFORMER.checks() if fn.lmgrade_check.name == "shakespeare_perplexity")
+    _, test_ids = check.__globals__["shakespeare_ids"]()  # the grader's own split
+    probe = np.asarray(test_ids[:200], dtype=np.int64).tobytes()
+    assert not any(probe in np.ascontiguousarray(a).astype(np.int64).tobytes() for a in sent if a.size >= 200)

@@ -682,6 +682,7 @@ SYNTHETIC_HELDOUT_SENTENCES = 1500
 # thresholds: the reference's figure with the same settings and seed times (1 + margin); measured by
 # bench/transformer_thresholds.py over 3 seeds and 2 correct variants (see the docs page)
 SHAKESPEARE_MARGIN = 0.06
+BELOW_REFERENCE = 0.7  # below this share of the reference's perplexity the model must have seen the test plays
 SYNTHETIC_MARGIN = 0.04
 EVAL_STRIDE = 2  # score every other window of the test plays: half the time, the same figure to 0.5%
 TRAIN_TIMEOUT = 150  # seconds of the worker per training run (the reference needs about 10)
@@ -927,8 +928,12 @@ def shakespeare_perplexity(t):
     if not math.isfinite(ppl) or ppl > 2 * config["vocab_size"]:
         raise CheckFailed(f"{what}: perplexity {ppl:.4g} on the test plays, no better than a uniform guess over "
                           f"{config['vocab_size']} characters: training diverged or went uphill.")
-    threshold = t.cached("shakespeare", lambda: reference_shakespeare(t.ref)) * (1 + SHAKESPEARE_MARGIN)
-    t.note(assert_perplexity(ppl, threshold, "Your model on the test plays (nats -> perplexity per character)"))
+    reference = t.cached("shakespeare", lambda: reference_shakespeare(t.ref))
+    if ppl < reference * BELOW_REFERENCE:
+        raise CheckFailed(f"{what}: perplexity {ppl:.3f} on the test plays, far below what these settings reach "
+                          f"({reference:.3f}); the grader does not trust it. No points.")
+    t.note(assert_perplexity(ppl, reference * (1 + SHAKESPEARE_MARGIN),
+                             "Your model on the test plays (nats -> perplexity per character)"))
 
 
 @check(6, 2, "train_lm on a synthetic language: perplexity on fresh sentences beside its Bayes-optimal floor",
