@@ -68,11 +68,15 @@ def engine_pyproject(name: str, dependencies: list[str], comment: str) -> str:
 
 
 def public_files(assignment: Assignment) -> dict[str, str]:
-    """The assignment's files students get, as {path relative to the bundle: text}, freshly generated."""
-    generated = build.generated_files(assignment)
-    out = {f"assignments/{assignment.id}/{name}": (assignment.dir / name).read_text() for name in PUBLIC_FILES}
-    out[f"assignments/{assignment.id}/public_fixtures.json"] = generated[assignment.fixtures_path]
-    out[f"starter_notebooks/{assignment.id}.ipynb"] = generated[assignment.starter_path]
+    """The assignment's files students get, as {path relative to the bundle: text}, as committed.
+
+    Why committed, not regenerated: the bundle must match what the checkout holds (recorded values
+    may differ in their last bits on this CPU), and making a bundle never writes into the checkout;
+    `write` refuses when a generated file is stale.
+    """
+    names = [*PUBLIC_FILES, assignment.fixtures_path.name]
+    out = {f"assignments/{assignment.id}/{name}": (assignment.dir / name).read_text() for name in names}
+    out[f"starter_notebooks/{assignment.id}.ipynb"] = assignment.starter_path.read_text()
     return out
 
 
@@ -159,6 +163,10 @@ def write(dest: Path, assignments: list[Assignment] | None = None) -> list[Path]
     chosen = assignments if assignments is not None else [a for a in available() if a.finished]
     if not chosen:
         raise BundleError("no finished assignment to bundle")
+    stale = build.build(check=True, assignments=chosen)
+    if stale:
+        raise BundleError(f"generated files are stale ({', '.join(p.name for p in stale)}): run `lmgrade build`, "
+                          "commit, then make the bundle")
     dest = Path(dest)
     if dest.exists() and any(dest.iterdir()):
         if not (dest / MARKER).exists():

@@ -356,3 +356,22 @@ def reference_module(module: torch.nn.Module, state: dict, dtype: torch.dtype) -
     """A trusted module (the reference's) holding the same weights as `student_module` gave the student."""
     module.load_state_dict(state)
     return module.to(dtype=dtype)
+
+
+# ---- portable fixtures ------------------------------------------------------------------------
+def float32_of(value):
+    """`value` with every float64 tensor rounded once to float32 by numpy, not by a torch kernel.
+
+    Why: a float32 public check records its expected value from the reference run in float64 and
+    rounded here, so the fixture does not depend on the CPU's float32 kernels (AVX-512, AVX2 and
+    NEON sum in different orders and differ by several ulps); between CPUs it can move by one
+    float32 ulp at most, where a rounding boundary lies between two float64 results.
+    """
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        return torch.from_numpy(value.numpy().astype(np.float32)) if value.dtype == torch.float64 else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(float32_of(v) for v in value)
+    if isinstance(value, dict):
+        return {k: float32_of(v) for k, v in value.items()}
+    return value

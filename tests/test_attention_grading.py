@@ -11,7 +11,7 @@ ATTENTION = assignments.get("attention")
 @pytest.fixture(scope="module")
 def solution_notebook(tmp_path_factory):
     folder = tmp_path_factory.mktemp("solutions")
-    build.build(solutions_dir=folder, assignments=[ATTENTION])
+    build.write_solution_notebooks(folder, [ATTENTION])
     return folder / "attention.ipynb"
 
 

@@ -10,7 +10,7 @@ BACKPROP = assignments.get("backprop")
 @pytest.fixture(scope="module")
 def solution_report(tmp_path_factory):
     folder = tmp_path_factory.mktemp("solutions")
-    build.build(solutions_dir=folder, assignments=[BACKPROP])
+    build.write_solution_notebooks(folder, [BACKPROP])
     return runner.grade(folder / "backprop.ipynb", BACKPROP)
 
 

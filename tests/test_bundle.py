@@ -7,6 +7,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from autograder import assignments, build, bundle, cli, source
@@ -177,3 +178,55 @@ def test_bundle_readme_installs_the_graders_cpu_torch_and_jupyter(student_bundle
                if line.startswith("torch=="))
     assert f'"torch=={pin}+cpu" --extra-index-url https://download.pytorch.org/whl/cpu' in readme
     assert "jupyterlab" in readme and "check_notebook(question=2)" in readme and "Colab" in readme
+
+
+@pytest.fixture
+def fixture_from_another_cpu():
+    """The transformer fixtures as another CPU records them: one float32 value off by one ulp."""
+    path = assignments.get("transformer").fixtures_path
+    original = path.read_text()
+    doc = json.loads(original)
+    spec = next(s for tree in doc.values() for s in tree["arrays"] if s["dtype"] == "<f4" and any(s["data"]))
+    i = next(i for i, x in enumerate(spec["data"]) if isinstance(x, float) and x)
+    spec["data"][i] = float(np.nextafter(np.float32(spec["data"][i]), np.float32(np.inf)))
+    moved = json.dumps(doc, indent=1, sort_keys=True) + "\n"
+    path.write_text(moved)
+    try:
+        yield path, moved
+    finally:
+        path.write_text(original)
+
+
+def test_making_a_bundle_never_writes_the_checkout(tmp_path, fixture_from_another_cpu):
+    path, moved = fixture_from_another_cpu
+    dest = tmp_path / "bundle"
+    assert cli.main(["build", "--student-bundle", str(dest), "--assignment", "transformer"]) == 0
+    assert path.read_text() == moved  # current within the stated bounds: left as committed
+    assert (dest / "assignments" / "transformer" / "public_fixtures.json").read_text() == moved
+
+
+def test_a_bundle_from_stale_files_is_refused_and_writes_nothing(tmp_path, capsys):
+    path = assignments.get("ngram").fixtures_path
+    original = path.read_text()
+    path.write_text(original.replace('"the"', '"teh"', 1))  # a real change of a recorded value
+    try:
+        assert cli.main(["build", "--student-bundle", str(tmp_path / "b"), "--assignment", "ngram"]) == 1
+        assert "Run `lmgrade build`" in capsys.readouterr().err
+        assert path.read_text() == original.replace('"the"', '"teh"', 1) and not (tmp_path / "b").exists()
+    finally:
+        path.write_text(original)
+
+
+def test_selfcheck_never_writes_the_checkout(monkeypatch, fixture_from_another_cpu, capsys):
+    from autograder import runner
+    path, moved = fixture_from_another_cpu
+    graded = []
+
+    def grade(notebook, assignment, **kwargs):  # the grading itself is tested elsewhere: record the files
+        graded.append(Path(notebook))
+        return runner.Report(assignment=assignment.id, submission=str(notebook), device="cpu")
+
+    monkeypatch.setattr(runner, "grade", grade)
+    cli.main(["selfcheck"])
+    assert path.read_text() == moved
+    assert all(not p.is_relative_to(assignments.ROOT) or p.parent.name == "starter_notebooks" for p in graded)

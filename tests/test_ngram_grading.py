@@ -9,7 +9,7 @@ NGRAM = assignments.get("ngram")
 @pytest.fixture(scope="module")
 def solution_report(tmp_path_factory):
     folder = tmp_path_factory.mktemp("solutions")
-    build.build(solutions_dir=folder, assignments=[NGRAM])
+    build.write_solution_notebooks(folder, [NGRAM])
     return runner.grade(folder / "ngram.ipynb", NGRAM)
 
 

@@ -24,7 +24,7 @@ def execute(path, timeout=600):
 @pytest.mark.parametrize("assignment_id", FINISHED)
 def test_staff_solution_runs_top_to_bottom(tmp_path, monkeypatch, assignment_id):
     monkeypatch.delenv("MPLBACKEND", raising=False)  # the kernel's inline backend turns plots into PNGs
-    build.build(solutions_dir=tmp_path, assignments=[assignments.get(assignment_id)])
+    build.write_solution_notebooks(tmp_path, [assignments.get(assignment_id)])
     nb = execute(tmp_path / f"{assignment_id}.ipynb")
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]

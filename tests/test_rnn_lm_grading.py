@@ -13,7 +13,7 @@ RNN_LM = assignments.get("rnn_lm")
 @pytest.fixture(scope="module")
 def solution_notebook(tmp_path_factory):
     folder = tmp_path_factory.mktemp("solutions")
-    build.build(solutions_dir=folder, assignments=[RNN_LM])
+    build.write_solution_notebooks(folder, [RNN_LM])
     return folder / "rnn_lm.ipynb"
 
 

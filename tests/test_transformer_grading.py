@@ -11,7 +11,7 @@ TRANSFORMER = assignments.get("transformer")
 @pytest.fixture(scope="module")
 def solution_notebook(tmp_path_factory):
     folder = tmp_path_factory.mktemp("solutions")
-    build.build(solutions_dir=folder, assignments=[TRANSFORMER])
+    build.write_solution_notebooks(folder, [TRANSFORMER])
     return folder / "transformer.ipynb"
 
 

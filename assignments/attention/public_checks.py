@@ -1,7 +1,8 @@
 """Public checks for `attention`: small fixed cases students can run and debug with.
 
 Expected values come from `t.expected(...)`: fixtures recorded from the reference by `lmgrade
-build`, so these checks run where the reference is not available. Dims are distinct
+build` (in float64 and rounded once with `float32_of` where the check runs in float32, so they are
+the same on every CPU), so these checks run where the reference is not available. Dims are distinct
 (B != T != d != heads) so that a transposition cannot pass by accident, and the inputs are chosen
 to show the commonest bugs: 4-D queries with T_q != T_k, masks of several shapes, a fully masked
 row, huge scores, masks checked as `bool`, a GQA case where dividing the heads the wrong way
@@ -13,7 +14,7 @@ from autograder.checks import check
 from autograder.compare import assert_close, assert_dtype, assert_equal, assert_finite, assert_shape
 from autograder.purity import call_pure
 from autograder.torch_checks import (
-    assert_device_agnostic, gradcheck, linear_state, randn, reference_module, student_module,
+    assert_device_agnostic, float32_of, gradcheck, linear_state, randn, reference_module, student_module,
 )
 
 F32, F64 = torch.float32, torch.float64
@@ -31,7 +32,7 @@ def close(got, expected, what: str, dtype=F32, tol: float | None = None) -> None
 def public_dot_product(t):
     h, H = randn(t, 2, 5, dtype=F32), randn(t, 2, 3, 5, dtype=F32)
     got = call_pure(t.student.dot_product_attention, h, H)
-    expected = t.expected("out", lambda ref: ref.dot_product_attention(h, H))
+    expected = t.expected("out", lambda ref: float32_of(ref.dot_product_attention(h.double(), H.double())))
     close(got[0], expected[0], "dot_product_attention(h (2, 5), H (2, 3, 5)) context")
     close(got[1], expected[1], "dot_product_attention(h (2, 5), H (2, 3, 5)) weights")
     h, H, W = randn(t, 3, 4), randn(t, 3, 6, 5), randn(t, 4, 5, scale=300.0)
@@ -57,7 +58,8 @@ def public_sdpa(t):
                             ("q * 1000 and a causal mask", causal, 1000.0)):
         qs = q * scale
         got = call_pure(t.student.scaled_dot_product_attention, qs, k, v, m)
-        expected = t.expected(label, lambda ref: ref.scaled_dot_product_attention(qs, k, v, m))
+        expected = t.expected(label, lambda ref: float32_of(ref.scaled_dot_product_attention(qs.double(), k.double(),
+                                                                                     v.double(), m)))
         what = f"scaled_dot_product_attention({shapes}, {label})"
         assert_finite(got[0], what + " output")
         tol = {} if scale == 1 else {"tol": 1e-2}  # float32 scores x1000 carry rounding errors near 1e-4
@@ -99,21 +101,23 @@ def public_mha(t):
     x = randn(t, 2, 5, 6, dtype=F32)
     split = call_pure(t.student.split_heads, x, 3)
     assert_shape(split, (2, 3, 5, 2), "split_heads(x (2, 5, 6), 3)")
-    close(split, t.expected("split", lambda ref: ref.split_heads(x, 3)), "split_heads(x (2, 5, 6), 3)")
+    close(split, t.expected("split", lambda ref: float32_of(ref.split_heads(x.double(), 3))), "split_heads(x (2, 5, 6), 3)")
     state = _mha_state(t, 6)
     mask = torch.ones(5, 5, dtype=torch.bool).tril()
     module = student_module(t, t.student.MultiHeadAttention, (6, 3), state, F32)
-    expected = t.expected("out", lambda ref: reference_module(ref.MultiHeadAttention(6, 3), state, F32)(x, None, mask))
+    expected = t.expected("out", lambda ref: float32_of(reference_module(ref.MultiHeadAttention(6, 3), state, F64)(
+        x.double(), None, mask)))
     close(call_pure(module, x, None, mask), expected, "MultiHeadAttention(6, 3)(x (2, 5, 6), mask=causal (5, 5))")
     context = randn(t, 2, 4, 6, dtype=F32)
     padding = torch.tensor([[True] * 4, [True, True, False, False]])[:, None, None, :]
-    expected = t.expected("cross", lambda ref: reference_module(ref.MultiHeadAttention(6, 3), state, F32)(
-        x, context, padding))
+    expected = t.expected("cross", lambda ref: float32_of(reference_module(ref.MultiHeadAttention(6, 3), state, F64)(
+        x.double(), context.double(), padding)))
     close(call_pure(module, x, context, padding), expected,
           "MultiHeadAttention(6, 3)(x (2, 5, 6), context (2, 4, 6), padding mask (2, 1, 1, 4))")
     state = {k: v for k, v in state.items() if not k.endswith(".bias")}
     module = student_module(t, t.student.MultiHeadAttention, (6, 3, False), state, F32)
-    expected = t.expected("no bias", lambda ref: reference_module(ref.MultiHeadAttention(6, 3, False), state, F32)(x))
+    expected = t.expected("no bias", lambda ref: float32_of(reference_module(ref.MultiHeadAttention(6, 3, False), state, F64)(
+        x.double())))
     close(call_pure(module, x), expected, "MultiHeadAttention(6, 3, bias=False)(x (2, 5, 6))")
 
 
@@ -124,7 +128,8 @@ def public_gqa(t):
     x = randn(t, 2, 3, 12, dtype=F32)
     mask = torch.ones(3, 3, dtype=torch.bool).tril()
     module = student_module(t, t.student.GroupedQueryAttention, (12, 6, 2), state, F32)
-    expected = t.expected("out", lambda ref: reference_module(ref.GroupedQueryAttention(12, 6, 2), state, F32)(x, mask))
+    expected = t.expected("out", lambda ref: float32_of(reference_module(ref.GroupedQueryAttention(12, 6, 2), state, F64)(
+        x.double(), mask)))
     close(call_pure(module, x, mask), expected, "GroupedQueryAttention(12, 6, 2)(x (2, 3, 12), causal mask)")
 
 
@@ -134,11 +139,11 @@ def public_gqa(t):
 def public_positions(t):
     for T, d in ((5, 6), (40, 7)):
         close(t.student.sinusoidal_positions(T, d),
-              t.expected(f"sinusoidal{T, d}", lambda ref: ref.sinusoidal_positions(T, d)), f"sinusoidal_positions({T}, {d})")
+              t.expected(f"sinusoidal{T, d}", lambda ref: float32_of(ref.sinusoidal_positions(T, d, dtype=F64))), f"sinusoidal_positions({T}, {d})")
     state = {"table.weight": randn(t, 7, 4, dtype=F32)}
     module = student_module(t, t.student.LearnedPositions, (7, 4), state, F32)
     x = randn(t, 2, 5, 4, dtype=F32)
-    expected = t.expected("learned", lambda ref: reference_module(ref.LearnedPositions(7, 4), state, F32)(x))
+    expected = t.expected("learned", lambda ref: float32_of(reference_module(ref.LearnedPositions(7, 4), state, F64)(x.double())))
     close(call_pure(module, x), expected, "LearnedPositions(7, 4)(x (2, 5, 4))")
     x = randn(t, 2, 3, 5, 4)
     positions = torch.tensor([6, 0, 2, 3000, 9])

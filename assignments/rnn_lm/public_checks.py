@@ -1,6 +1,7 @@
 """Public checks for `rnn_lm`: small fixed cases students can run and debug with.
 
-Expected values come from `t.expected(...)`: fixtures recorded from the reference by `lmgrade build`.
+Expected values come from `t.expected(...)`: fixtures recorded from the reference by `lmgrade build`,
+in float64 and rounded once (`float32_of`) where the check runs in float32, so they are the same on every CPU.
 Dims are distinct (B != T != d != H), and each input is chosen to show the commonest bug of its
 question: an initial state that is not zero (a layer that ignores h0), gates in PyTorch's order,
 padding in the loss, a short last chunk, clipping that needs the global norm, a table where greedy
@@ -11,7 +12,7 @@ import torch
 from autograder.checks import check
 from autograder.compare import as_array, assert_close, assert_equal
 from autograder.errors import CheckFailed
-from autograder.torch_checks import output, randn
+from autograder.torch_checks import float32_of, output, randn
 
 F32, F64 = torch.float32, torch.float64
 
@@ -44,7 +45,7 @@ def pair(value, what: str) -> list:
 def public_rnn(t):
     w, x, h0 = weights(t, 1, 4, 5, "cell."), randn(t, 2, 3, 4, dtype=F32), randn(t, 2, 5, dtype=F32)
     got = pair(module(t, t.student.RNNLayer, (4, 5), w)(x, h0), "RNNLayer(4, 5)(x (2, 3, 4), h0 (2, 5))")
-    expected = t.expected("out", lambda ref: reference(ref.RNNLayer(4, 5), w)(x, h0))
+    expected = t.expected("out", lambda ref: float32_of(reference(ref.RNNLayer(4, 5), w, F64)(x.double(), h0.double())))
     assert_close(got[0], expected[0], "RNNLayer(4, 5)(x (2, 3, 4), h0 (2, 5)) outputs", rtol=1e-5, atol=1e-5)
     assert_close(got[1], expected[1], "RNNLayer(4, 5)(x (2, 3, 4), h0 (2, 5)) last state", rtol=1e-5, atol=1e-5)
 
@@ -55,7 +56,8 @@ def public_lstm(t):
     state = (randn(t, 2, 3, dtype=F32), randn(t, 2, 3, dtype=F32))
     what = "LSTMLayer(4, 3)(x (2, 5, 4), (h0, c0) (2, 3))"
     out, (h, c) = pair(module(t, t.student.LSTMLayer, (4, 3), w)(x, state), what)
-    expected = t.expected("out", lambda ref: reference(ref.LSTMLayer(4, 3), w)(x, state))
+    expected = t.expected("out", lambda ref: float32_of(reference(ref.LSTMLayer(4, 3), w, F64)(
+        x.double(), tuple(s.double() for s in state))))
     assert_close(out, expected[0], what + " outputs", rtol=1e-5, atol=1e-5)
     assert_close(h, expected[1][0], what + " h_T", rtol=1e-5, atol=1e-5)
     assert_close(c, expected[1][1], what + " c_T", rtol=1e-5, atol=1e-5)
@@ -69,7 +71,7 @@ def public_rnnlm(t):
          "proj.weight": randn(t, V, H, dtype=F32), "proj.bias": randn(t, V, dtype=F32, scale=0.1)}
     tokens = torch.tensor([[1, 4, 6, 2, 3], [5, 2, 0, 0, 0]])
     lm = module(t, t.student.RNNLM, (V, E, H), w)
-    expected = t.expected("logits", lambda ref: reference(ref.RNNLM(V, E, H), w)(tokens)[0])
+    expected = t.expected("logits", lambda ref: float32_of(reference(ref.RNNLM(V, E, H), w, F64)(tokens)[0]))
     assert_close(output(pair(lm(tokens), "RNNLM(7, 4, 3)(tokens)")[0], None, "RNNLM"), expected,
                  "RNNLM(7, 4, 3)(tokens (2, 5)) logits", rtol=1e-5, atol=1e-5)
     toy = {"embedding.weight": randn(t, V, 4, dtype=F32), "proj.weight": randn(t, V, 4, dtype=F32),
@@ -77,7 +79,7 @@ def public_rnnlm(t):
     model = module(t, t.student.ToyRecurrentLM, (V, 4), toy)
     for pad_id in (None, 0):
         expected = t.expected(f"loss{pad_id}",
-                              lambda ref: ref.lm_loss(reference(ref.ToyRecurrentLM(V, 4), toy), tokens, pad_id))
+                              lambda ref: float32_of(ref.lm_loss(reference(ref.ToyRecurrentLM(V, 4), toy, F64), tokens, pad_id)))
         assert_close(t.student.lm_loss(model, tokens, pad_id=pad_id), expected,
                      f"lm_loss(ToyRecurrentLM(7, 4), tokens (2, 5) padded with 0, pad_id={pad_id})", rtol=1e-5)
 
@@ -182,7 +184,8 @@ def public_attention(t):
     mask = torch.tensor([[True] * 6, [True, True, True, False, False, False]])
     attention = module(t, t.student.AdditiveAttention, (3, 4, 5), w)
     context, weights_ = pair(attention(query, keys, mask), "AdditiveAttention(3, 4, 5)(query, keys, mask)")
-    expected = t.expected("out", lambda ref: reference(ref.AdditiveAttention(3, 4, 5), w)(query, keys, mask))
+    expected = t.expected("out", lambda ref: float32_of(reference(ref.AdditiveAttention(3, 4, 5), w, F64)(
+        query.double(), keys.double(), mask)))
     what = "AdditiveAttention(3, 4, 5)(query (2, 3), keys (2, 6, 4), mask (2, 6))"
     assert_close(weights_, expected[1], what + " weights", rtol=1e-5, atol=1e-5)
     assert_close(context, expected[0], what + " context", rtol=1e-5, atol=1e-5)
