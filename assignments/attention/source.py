@@ -40,7 +40,7 @@
 
 # %%
 from autograder import check_notebook
-check_notebook()  # finds this notebook; check_notebook(question=2) checks one question
+check_notebook(assignment="attention")  # finds this notebook; add question=2 to check one question
 
 # %% [markdown]
 # ## Q1. Attention of one decoder state over encoder states
@@ -440,4 +440,4 @@ for m, n in [(3, 1), (10, 8), (50, 48)]:
 
 # %%
 from autograder import check_notebook
-check_notebook()
+check_notebook(assignment="attention")

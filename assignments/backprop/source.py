@@ -35,7 +35,7 @@
 
 # %%
 from autograder import check_notebook
-check_notebook()  # finds this notebook; check_notebook(question=2) checks one question
+check_notebook(assignment="backprop")  # finds this notebook; add question=2 to check one question
 
 # %% [markdown]
 # ## Q1. Softmax and cross-entropy
@@ -759,4 +759,4 @@ for name, ppl in results.items():
 
 # %%
 from autograder import check_notebook
-check_notebook()
+check_notebook(assignment="backprop")

@@ -42,7 +42,7 @@
 
 # %%
 from autograder import check_notebook
-check_notebook()  # finds this notebook; check_notebook(question=2) checks one question
+check_notebook(assignment="ngram")  # finds this notebook; add question=2 to check one question
 
 # %% [markdown]
 # ## Q1. Tokens and a vocabulary
@@ -865,4 +865,4 @@ for seed in range(3):
 
 # %%
 from autograder import check_notebook
-check_notebook()
+check_notebook(assignment="ngram")

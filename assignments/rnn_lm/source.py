@@ -40,7 +40,7 @@
 
 # %%
 from autograder import check_notebook
-check_notebook()  # finds this notebook; check_notebook(question=2) checks one question
+check_notebook(assignment="rnn_lm")  # finds this notebook; add question=2 to check one question
 
 # %% [markdown]
 # ## Q1. The Elman RNN
@@ -825,4 +825,4 @@ plt.show()
 
 # %%
 from autograder import check_notebook
-check_notebook()
+check_notebook(assignment="rnn_lm")

@@ -34,7 +34,7 @@
 
 # %%
 from autograder import check_notebook
-check_notebook()  # finds this notebook; check_notebook(question=2) checks one question
+check_notebook(assignment="transformer")  # finds this notebook; add question=2 to check one question
 
 # %% [markdown]
 # ## Q1. LayerNorm and RMSNorm
@@ -747,4 +747,4 @@ def train_seq2seq(src, tgt, config, settings):
 
 # %%
 from autograder import check_notebook
-check_notebook()
+check_notebook(assignment="transformer")
