@@ -6,7 +6,10 @@ value compared here was decoded by the grader from plain data, so no student `__
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -84,13 +87,15 @@ def assert_dtype(got, dtype: str, what: str) -> None:
 
 
 def assert_close(got, expected, what: str, *, rtol: float | None = None, atol: float | None = None,
-                 check_dtype: bool = False, labels=None) -> None:
+                 check_dtype: bool = False, labels=None, mask=None) -> None:
     """|got - expected| <= atol + rtol * |expected| elementwise, NaN matching NaN only.
 
     The default tolerance is torch.testing's for the EXPECTED value's dtype (float32: 1.3e-6/1e-5,
     float64: 1e-7/1e-7), or the check's explicit `rtol`/`atol`; never the dtype the student
     returned, so returning float16 loosens nothing. `labels` names the offending item in the
-    message: a function of the index tuple, or a sequence indexed by the first index.
+    message: a function of the index tuple, or a sequence indexed by the first index. `mask`: the
+    attention mask the result was computed with, so that NaN or uniform rows that are exactly the
+    fully masked queries are named as such (see `masked_rows_cause`).
     """
     g, g_dtype = as_array(got, what)
     e, e_dtype = as_array(expected)
@@ -105,8 +110,10 @@ def assert_close(got, expected, what: str, *, rtol: float | None = None, atol: f
     bad_nan = np.isnan(g64) != np.isnan(e64)
     if bad_nan.any():
         idx = _index(np.argmax(bad_nan), g.shape)
+        cause = masked_rows_cause(g64, mask) if mask is not None else ""
         raise CheckFailed(f"{what}: got {_fmt(g64[idx])}{' ' if idx else ''}{_where(idx, labels)} where {_fmt(e64[idx])} was expected "
-                          f"({int(bad_nan.sum())} NaN mismatch(es)). Look for log(0), 0/0 or overflow in exp.")
+                          f"({int(bad_nan.sum())} NaN mismatch(es)). "
+                          + (cause or "Look for log(0), 0/0 or overflow in exp."))
     with np.errstate(invalid="ignore"):
         same_inf = np.isinf(e64) & (g64 == e64)
         err = np.where(np.isnan(e64) | same_inf, 0.0, np.abs(g64 - e64))
@@ -121,13 +128,10 @@ def assert_close(got, expected, what: str, *, rtol: float | None = None, atol: f
         finite = np.isfinite(err)
         if finite.any() and g.size > 1:
             message += f" Max abs error {_fmt(float(err[finite].max()))}."
-        cause = _likely_cause(g64, e64, err, g_dtype, e_dtype)
+        cause = (masked_rows_cause(g64, mask) if mask is not None else "") or _likely_cause(g64, e64, err, g_dtype, e_dtype)
         if cause:
             message += " " + cause
         raise CheckFailed(message)
-
-
-_LOWER = {"float16": 1, "bfloat16": 1, "float32": 2, "float64": 3}
 
 
 def _where(idx: tuple, labels) -> str:
@@ -157,21 +161,48 @@ def _error_text(e: float, g: float) -> str:
     return f"abs error {_fmt(abs_err)}, rel error {_fmt(abs_err / abs(e))}"
 
 
+# Machine epsilon by dtype: the size of one rounding, relative to the value rounded.
+_EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
+# "Of float32 rounding size": the worst error lies within this band, relative to the largest expected
+# magnitude. A chain of float32 ops lands near 1e-7..1e-6 of the scale (eps = 1.2e-7, a few dozen
+# roundings that partly cancel); 2e-6 (about 17 eps) leaves room for that and stops below the 1e-5
+# that a float64 algorithm difference (an epsilon in another place, another eps value) often gives.
+# The floor: an error below 1e-8 of the scale is finer than float32 can round.
+ROUNDING_BAND = (1e-8, 2e-6)
+# Share of the wrong float64 values that must be exact float32 numbers before "computed in float32"
+# is said of a float64 result: by chance a float64 value is one with probability about 2^-29.
+FLOAT32_SHARE = 0.9
+
+
 def _likely_cause(g64, e64, err, g_dtype: str, e_dtype: str) -> str:
-    """A specific symptom deserves a specific guess: float32 arithmetic where float64 was asked for."""
-    if _LOWER.get(g_dtype, 3) < _LOWER.get(e_dtype, 3):
-        return f"Your result is {g_dtype} where {e_dtype} was expected (computed in lower precision?)."
-    if e_dtype != "float64":
-        return ""
+    """Blame precision only for errors of rounding size: an error of 1.6 in float32 is a bug, not rounding.
+
+    Why the extra test on float64 results: an algorithmic difference of 1e-7..1e-6 looks like float32
+    rounding by size alone; a result that was really computed in float32 and cast back to float64
+    consists of exact float32 numbers, which an algorithm difference in float64 almost never gives.
+    """
     finite = np.isfinite(e64) & np.isfinite(g64)
     if not finite.any():
         return ""
     scale = float(np.abs(e64[finite]).max())
     worst = float(err[finite].max())
-    if scale > 0 and 1e-9 * scale < worst < 3e-5 * scale:
-        return ("The errors are of float32 rounding size although float64 was expected: computed in float32? "
-                "(look for .float(), dtype=torch.float32, np.float32 or a float32 constant tensor).")
-    return ""
+    if scale == 0 or worst == 0:
+        return ""
+    low, high = ROUNDING_BAND
+    if _EPS.get(g_dtype, 0.0) > _EPS.get(e_dtype, 0.0):  # a lower precision came back
+        if worst <= high * scale * _EPS[g_dtype] / _EPS["float32"]:
+            return f"Your result is {g_dtype} where {e_dtype} was expected (computed in lower precision?)."
+        return ""  # far beyond its rounding: the values are wrong, and the numbers above show by how much
+    if e_dtype != "float64" or g_dtype != "float64" or not (low * scale < worst <= high * scale):
+        return ""
+    wrong = finite & (err > 0)
+    with np.errstate(over="ignore"):
+        exact32 = g64[wrong].astype(np.float32).astype(np.float64) == g64[wrong]
+    if exact32.mean() < FLOAT32_SHARE:
+        return ""
+    return ("The errors are of float32 rounding size and your values are exact float32 numbers although "
+            "float64 was expected: computed in float32? (look for .float(), dtype=torch.float32, np.float32 or "
+            "a float32 tensor created along the way).")
 
 
 def assert_equal(got, expected, what: str) -> None:
@@ -232,13 +263,172 @@ def _difference(got, expected, path: str) -> str | None:
     return None
 
 
-def assert_finite(got, what: str) -> None:
+def assert_finite(got, what: str, *, mask=None, convention: str | None = None) -> None:
+    """No NaN or infinity. Given the attention `mask` the result was computed with, NaN rows that are
+    exactly the fully masked queries are named as such (see `masked_rows_cause`) instead of blamed
+    on an unstable formula."""
     arr, _ = as_array(got, what)
     bad = ~np.isfinite(arr.astype(np.float64))
     if bad.any():
         idx = _index(np.argmax(bad), arr.shape)
-        raise CheckFailed(f"{what}: {int(bad.sum())} value(s) are NaN or infinite, first at index {idx} "
-                          f"({arr.astype(np.float64)[idx]}). Use a numerically stable formulation.")
+        head = (f"{what}: {int(bad.sum())} value(s) are NaN or infinite, first at index {idx} "
+                f"({arr.astype(np.float64)[idx]}).")
+        cause = masked_rows_cause(arr, mask, convention) if mask is not None else ""
+        raise CheckFailed(f"{head} {cause or 'Use a numerically stable formulation.'}")
+
+
+FULLY_MASKED_CONVENTION = "all-zero weights and a zero output"
+
+
+def masked_rows_cause(got, mask, convention: str | None = None) -> str:
+    """Why rows of an attention result are wrong, when those rows are exactly the fully masked queries.
+
+    `got` is (..., T_q, X): attention weights (X = T_k) or outputs; `mask` (True = may attend) is
+    broadcastable to (..., T_q, T_k). NaN rows that are all fully masked: the softmax of a row of
+    -inf is 0/0. Finite weights of 1/T_k on every fully masked row: a finite fill made every score of
+    the row equal. `convention` is what the starter says such a row must give. Returns "" when the
+    rows do not match (NaN elsewhere too: then it is not the mask), so no wrong guess is offered.
+    """
+    g = np.asarray(as_array(got)[0], dtype=np.float64)
+    m = mask.detach().cpu().numpy() if hasattr(mask, "detach") else np.asarray(mask)
+    if g.ndim < 2 or m.ndim < 1 or m.dtype != np.bool_:
+        return ""
+    try:
+        fully = np.broadcast_to(~m.any(-1), g.shape[:-1])  # (..., T_q): the query may attend to nothing
+    except ValueError:
+        return ""
+    convention = convention or FULLY_MASKED_CONVENTION
+    nan_rows = np.isnan(g).any(-1)
+    if nan_rows.any():
+        if (nan_rows & ~fully).any():
+            return ""
+        return (f"{_rows_text(nan_rows, 'NaN')}. A fully masked row must give {convention} (the starter's "
+                "convention), never NaN: the softmax of a row of -inf is 0/0. Set such rows to zero after the "
+                "softmax (mask.any(-1) is False exactly for them).")
+    T_k = m.shape[-1]
+    if fully.any() and g.shape[-1] == T_k > 1 and np.isfinite(g).all() \
+            and np.allclose(g[fully], 1.0 / T_k, rtol=1e-3, atol=0):
+        return (f"{_rows_text(fully, f'uniform (every weight 1/{T_k})')}, and filling all of a row's scores with the "
+                f"same finite value makes its softmax uniform. A fully masked row must give {convention} (the "
+                "starter's convention): set such rows to zero after the softmax.")
+    return ""
+
+
+def _rows_text(rows: np.ndarray, state: str) -> str:
+    """'Query rows 1, 3 are NaN in all 6 slices over the leading dimensions: these queries have every key
+    masked' for a (..., T_q) boolean array of the rows concerned."""
+    flat = rows.reshape(-1, rows.shape[-1])
+    queries = [int(q) for q in np.nonzero(flat.any(0))[0]]
+    many = len(queries) > 1
+    text = f"Query row{'s' if many else ''} " + ", ".join(map(str, queries[:8])) + (", ..." if len(queries) > 8 else "")
+    text += f" {'are' if many else 'is'} {state}"
+    if flat.shape[0] > 1:
+        hit, slices = int(flat.any(1).sum()), flat.shape[0]
+        text += f" in {f'all {hit}' if hit == slices else f'{hit} of the {slices}'} slices over the leading dimensions"
+    return text + (": these queries have every key masked" if many else ": this query has every key masked")
+
+
+# ---- errors a library raised inside the student's code -----------------------------------------
+@dataclass(frozen=True)
+class LibraryError:
+    """A library's error message, and what it almost always means in a student's code here."""
+
+    name: str
+    pattern: str  # regular expression that finds the library's message
+    advice: str
+    drop: str = ""  # the library's own advice where it misleads in this course
+    helper: str = ""  # a starter function that is the fix: named when the assignment has it
+    helper_advice: str = ""
+
+
+LIBRARY_ERRORS = (
+    LibraryError(
+        "backward twice", r"Trying to backward through the graph a second time",
+        "this backward pass reached the graph of an earlier step, which that step's backward() already "
+        "freed: a tensor carried from one step to the next (a hidden state, a cache, a running total) still "
+        "holds its history. Detach it (.detach()) before the next step uses it. retain_graph=True is not "
+        "the fix: it would backpropagate into every earlier step.",
+        drop=r"\s*Specify retain_graph=True\b[^.]*\.",
+        helper="detach_state",
+        helper_advice="the carried hidden state was not detached. The state returned by the previous chunk's "
+                      "forward pass still holds that chunk's graph, which its backward() already freed. Pass "
+                      "the state through the starter's `detach_state(state)` before each chunk's forward pass "
+                      "(it handles a tensor, an LSTM's (h, c) and None). retain_graph=True is not the fix: it "
+                      "would backpropagate through every earlier chunk, which truncated BPTT must not do."),
+    LibraryError(
+        "in-place on the graph",
+        r"one of the variables needed for gradient computation has been modified by an inplace operation",
+        "an in-place operation (+=, x[...] = ..., masked_fill_, a method ending in _) changed a tensor that "
+        "backward still needs. Use the out-of-place form on tensors that are part of the graph "
+        "(x = x + y, torch.where, masked_fill, torch.cat of the pieces)."),
+    LibraryError(
+        "mixed dtypes",
+        r"same dtype|same scalar type|same dtypes|expected scalar type \w+ but found \w+|"
+        r"Found dtype \w+ but expected \w+",
+        "two tensors of different dtypes meet in one operation. Usually a tensor your code creates "
+        "(torch.zeros, torch.ones, torch.tensor, torch.arange, torch.full) gets the default float32 while "
+        "the inputs are float64 (the grader also calls your code in float64): create it with "
+        "dtype=x.dtype and device=x.device, or with x.new_zeros(...) / torch.zeros_like(x)."),
+    LibraryError(
+        "mixed devices", r"Expected all tensors to be on the same device",
+        "a tensor your code creates is on the CPU while the inputs are on the GPU (or the reverse): create "
+        "it with device=x.device, or with x.new_zeros(...) / torch.zeros_like(x)."),
+    LibraryError(
+        "graph cut", r"element 0 of tensors does not require grad and does not have a grad_fn",
+        "backward() was called on a value that no longer depends on the parameters: something cut the "
+        "graph on the way (.detach(), .item(), .data, .numpy(), torch.no_grad(), or torch.tensor(...) "
+        "around a computed value)."),
+)
+
+LIKELY_CAUSE = "Likely cause: "
+_TRACEBACK = re.compile(r"\nTraceback \(")
+_RAISED = re.compile(r" raised \w+: ")  # how remote.Student words a student's exception
+
+
+def explain_library_error(text: str, names=()) -> str:
+    """A student's error message with advice for the library error it quotes, if it is a known one.
+
+    Why: PyTorch's messages describe the failed operation, not the student's mistake, and some advise
+    what is wrong here (retain_graph=True for an undetached carried state). `names` are the student
+    functions the assignment grades: an entry's starter helper is named only where it exists. The
+    advice goes before the student's traceback; misleading library advice is removed. Applying it
+    twice changes nothing.
+    """
+    if LIKELY_CAUSE in text:
+        return text
+    split = _TRACEBACK.search(text)
+    head, tail = (text[:split.start()], text[split.start():]) if split else (text, "")
+    raised = _RAISED.search(head)  # only the error's own message, never the grader's words around it
+    if raised is None:
+        return text
+    for entry in LIBRARY_ERRORS:
+        if not re.search(entry.pattern, head[raised.end():]):
+            continue
+        if entry.drop:
+            head = re.sub(entry.drop, "", head)
+        advice = entry.helper_advice if entry.helper and entry.helper in set(names) else entry.advice
+        return f"{head.rstrip()}\n{LIKELY_CAUSE}{advice}{tail}"
+    return text
+
+
+class library_advice(contextlib.ContextDecorator):
+    """With-block around a check's calls: a failure that quotes a known library error gets its advice.
+
+    The exception keeps its type (a StudentError stays one, so the runner still hides the message of a
+    sealed check); only its text changes. Prefer the with-block to the decorator form inside checks:
+    a decorated check is no longer the module's own function (tests read a check's __globals__).
+    """
+
+    def __init__(self, names=()):
+        self.names = tuple(names)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if isinstance(exc, CheckFailed) and len(exc.args) == 1 and isinstance(exc.args[0], str):
+            exc.args = (explain_library_error(exc.args[0], self.names),)
+        return False
 
 
 def _index(flat: int, shape: tuple):

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import tempfile
+import textwrap
 from pathlib import Path
 
 from autograder.runner import Report
@@ -130,18 +131,35 @@ def _qkey(question: str):
     return [int(p) if p.isdigit() else p for p in question.replace("-", ".").split(".")]
 
 
+TITLE_WIDTH = (24, 48)  # the question column: at least, at most (longer titles wrap onto more lines)
+LINE_WIDTH = 80  # the table's rows fit a terminal and Gradescope's output box
+
+
 def format_table(report: Report, titles: dict[str, str], *, details: bool = True) -> str:
+    """The per-question table, then the failures. Why wrap rather than cut: "Attention and the
+    Transformer bloc" names no question. The title column fits the longest title up to 48
+    characters, so a row stays within 80 columns (a terminal, Gradescope's output box); a longer
+    title wraps at word boundaries onto indented lines of its own."""
     sanitize(report)
+    rows = question_rows(report, titles)
+    width = min(max([TITLE_WIDTH[0], *(len(title) for _, title, *_ in rows)]), TITLE_WIDTH[1])
+    q_width = max([3, *(len(q) for q, *_ in rows)])
     lines = [f"{report.assignment}: {Path(report.submission).name}  (device {report.device}, "
              f"{report.execution_time:.1f} s)"]
     lines += [f"  note: {n}" for n in report.notes]
-    lines.append(f"  {'Q':<4} {'question':<34} {'score':>11}  checks")
-    for q, title, score, max_score, passed, n, extra in question_rows(report, titles):
+    lines.append(f"  {'Q':<{q_width}} {'question':<{width}} {'score':>11}  checks")
+    for q, title, score, max_score, passed, n, extra in rows:
         shown = f"{'+' if extra else ''}{_num(score)}"
-        lines.append(f"  {q:<4} {title[:34]:<34} {shown:>5}/{_num(max_score):<5}  {passed}/{n}")
+        first, *rest = textwrap.wrap(title, width, break_on_hyphens=False) or [""]
+        lines.append(f"  {q:<{q_width}} {first:<{width}} {shown:>5}/{_num(max_score):<5}  {passed}/{n}")
+        lines += [f"  {'':<{q_width}} {more}" for more in rest]
     extra = sum(r.score for r in report.results if r.extra)
-    lines.append(f"  {'':<4} {'total':<34} {_num(report.score):>5}/{_num(report.max_score):<5}"
-                 + (f"  (includes {_num(extra)} extra credit)" if extra else ""))
+    total = f"  {'':<{q_width}} {'total':<{width}} {_num(report.score):>5}/{_num(report.max_score):<5}"
+    note = f"(includes {_num(extra)} extra credit)" if extra else ""
+    if note and len(total) + 2 + len(note) > LINE_WIDTH:
+        lines += [total, f"  {'':<{q_width}} {note}"]
+    else:
+        lines.append(total + (f"  {note}" if note else ""))
     if details:
         for r in report.results:
             if not r.passed:

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from autograder.checks import check
-from autograder.compare import assert_close, assert_dtype, assert_equal, assert_finite, assert_shape
+from autograder.compare import assert_close, assert_dtype, assert_equal, assert_finite, assert_shape, masked_rows_cause
 from autograder.errors import CheckFailed
 from autograder.purity import call_pure, call_twice
 from autograder.torch_checks import (
@@ -238,8 +238,11 @@ def sdpa_fully_masked(t):
         what = sdpa_what(q, k, v, "query 1 fully masked", dtype)
         out, weights = call(t, t.student.scaled_dot_product_attention, q, k, v, mask, what=what, index=0)
         weights = output(weights, None, what)
-        assert_finite(out, what + " output")
-        assert_finite(weights, what + " weights")
+        assert_finite(out, what + " output", mask=mask)  # NaN exactly in row 1 is named as the fully masked row
+        assert_finite(weights, what + " weights", mask=mask)
+        cause = masked_rows_cause(weights, mask)  # uniform 1/T_k: a finite fill, not zeroed after the softmax
+        if cause:
+            raise CheckFailed(f"{what} weights: {cause}")
         assert_close(weights[:, :, 1], torch.zeros(B, H, TK, dtype=F64), what + " weights of query 1")
         assert_close(out[:, :, 1], torch.zeros(B, H, DV, dtype=F64), what + " output of query 1")
         rest = [0, 2, 3]
@@ -254,8 +257,8 @@ def sdpa_stability(t):
         for label, mask in (("no mask", None), ("a mask", random_mask(t, TQ, TK))):
             what = sdpa_what(q, k, v, "1000 * q, " + label, dtype)
             out, weights = call(t, t.student.scaled_dot_product_attention, q, k, v, mask, what=what, index=0)
-            assert_finite(out, what + " output")
-            assert_finite(output(weights, None, what), what + " weights")
+            assert_finite(out, what + " output", mask=mask)  # no row is fully masked: NaN here is overflow
+            assert_finite(output(weights, None, what), what + " weights", mask=mask)
             assert_huge_close(out, true_attention(q, k, v, mask)[0], what + " output", dtype)
 
 

@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from autograder.checks import check, reference_result
-from autograder.compare import as_array, assert_close, assert_dtype, assert_equal, assert_shape, parts
+from autograder.compare import (as_array, assert_close, assert_dtype, assert_equal, assert_shape, explain_library_error,
+                                library_advice, parts)
 from autograder.errors import CheckFailed
 from autograder.perplexity import assert_perplexity
 from autograder.purity import call_pure, call_twice
@@ -546,7 +547,8 @@ def tbptt_case(t, V, d, N, settings: dict, what: str, weights=None, student_weig
     weights = weights or toy_weights(t, V, d)
     stream = torch.from_numpy(t.rng.integers(0, V, size=N))
     model = make_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64)
-    losses = call_pure(t.student.train_lm, model, stream, what=what, **settings)
+    with library_advice(TBPTT_USES):  # an undetached carried state: PyTorch's "backward ... a second time"
+        losses = call_pure(t.student.train_lm, model, stream, what=what, **settings)
     ref = toy_reference(t, V, d, weights)
     expected_losses = t.ref.train_lm(ref, stream, **settings)
     losses = as_array(losses, what + " losses")[0]
@@ -585,8 +587,11 @@ def lstm_tbptt_case(t, V: int, E: int, H: int, N: int, settings: dict) -> None:
     try:
         losses = call_pure(t.student.train_lm, model, stream, what=what, **settings)
     except StudentError as exc:
+        text = explain_library_error(str(exc), TBPTT_USES)
+        if text == str(exc):
+            text += "\nDetach the carried state with detach_state, which handles tuples."
         raise CheckFailed(f"with an LSTM, whose state is a tuple (h, c) (your RNNLM and LSTMLayer pass their own "
-                          f"checks): {exc}\nDetach the carried state with detach_state, which handles tuples.") from None
+                          f"checks): {text}") from None
     ref = t.ref.RNNLM(V, E, H, layer=t.ref.LSTMLayer)
     ref.load_state_dict(weights)
     ref = ref.double()
@@ -629,7 +634,8 @@ def train_lm_repeatable(t):
     runs = []
     for _ in range(2):
         model = make_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64)
-        runs.append(t.student.train_lm(model, stream, steps=6, lr=0.1, batch_size=2, bptt=5, clip=1.0))
+        with library_advice(TBPTT_USES):
+            runs.append(t.student.train_lm(model, stream, steps=6, lr=0.1, batch_size=2, bptt=5, clip=1.0))
     assert_close(as_array(runs[1], "train_lm losses")[0], as_array(runs[0], "train_lm losses")[0],
                  "train_lm twice from the same weights: the losses of the second run", rtol=0, atol=0)
 
@@ -1007,8 +1013,9 @@ def shakespeare_lstm(t):
     model = make_module(t, t.student.RNNLM, (V, Q7_MODEL["emb_dim"], Q7_MODEL["hidden_size"]), init, F32, layer=layer)
     settings = ", ".join(f"{k}={v}" for k, v in Q7_SETTINGS.items())
     what = f"train_lm(RNNLM({V}, 32, 128, layer=LSTMLayer), Shakespeare train characters ({len(train_ids)},), {settings})"
-    losses = as_array(t.student.train_lm(model, t.student.put(train_ids, "the training characters"), **Q7_SETTINGS),
-                      what + " losses")[0]
+    with library_advice(TBPTT_USES):
+        losses = as_array(t.student.train_lm(model, t.student.put(train_ids, "the training characters"), **Q7_SETTINGS),
+                          what + " losses")[0]
     if losses.shape != (Q7_SETTINGS["steps"],):
         raise CheckFailed(f"{what}: expected {Q7_SETTINGS['steps']} losses, got shape {losses.shape}")
     state = checked_state(model.state_dict(), init, what)
@@ -1152,7 +1159,8 @@ def train_seq2seq_exact(t):
         text = ", ".join(f"{k}={v}" for k, v in settings.items())
         what = f"train_seq2seq(Seq2Seq(13, 5, 6, 4), src (8, 5), tgt (8, 6), {text})"
         model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F64)
-        losses = as_array(call_pure(t.student.train_seq2seq, model, src, tgt, what=what, **settings), what)[0]
+        with library_advice(S2S_USES + ("train_seq2seq",)):  # no state carried between batches: generic advice
+            losses = as_array(call_pure(t.student.train_seq2seq, model, src, tgt, what=what, **settings), what)[0]
         ref = s2s_reference(t.ref, state, **SMALL)
         expected = t.ref.train_seq2seq(ref, src, tgt, **settings)
         assert_close(losses, np.array(expected), f"{what}: the loss of each step", rtol=1e-7, atol=1e-9)
@@ -1233,8 +1241,9 @@ def seq2seq_reversal(t):
     src, tgt = digit_pairs(rng, Q8_SETTINGS["steps"] * Q8_SETTINGS["batch_size"])
     settings = ", ".join(f"{k}={v}" for k, v in Q8_SETTINGS.items())
     what = f"train_seq2seq(Seq2Seq(13, 16, 32, 24), {len(src)} digit strings and their reversals, {settings})"
-    losses = as_array(t.student.train_seq2seq(model, t.student.put(src, "sources"), t.student.put(tgt, "targets"),
-                                              **Q8_SETTINGS), what + " losses")[0]
+    with library_advice(S2S_USES + ("train_seq2seq",)):
+        losses = as_array(t.student.train_seq2seq(model, t.student.put(src, "sources"), t.student.put(tgt, "targets"),
+                                                  **Q8_SETTINGS), what + " losses")[0]
     if losses.shape != (Q8_SETTINGS["steps"],) or not np.isfinite(losses).all():
         raise CheckFailed(f"{what}: expected {Q8_SETTINGS['steps']} finite losses, got shape {losses.shape}")
     trained = checked_state(model.state_dict(), state, what)
