@@ -58,6 +58,8 @@ class Entry:
     source: str  # as shown to people: the file or folder it came from (cleaned: no lone surrogates)
     note: str = ""  # e.g. which of several notebooks in a folder was graded
     links: list[str] = field(default_factory=list)  # symbolic links skipped for this submission
+    people: list[dict[str, str]] = field(default_factory=list)  # export metadata per student ({name, email, sid})
+    submission_id: str = ""  # Gradescope's submission id, for a submission from an export
 
 
 def discover(inputs: list[Path], assignment: Assignment, workdir: Path, skip: Path | None = None) -> list[Entry]:
@@ -65,10 +67,11 @@ def discover(inputs: list[Path], assignment: Assignment, workdir: Path, skip: Pa
     (a folder with submission_metadata.yml, or its .zip), in a stable order with unique keys."""
     entries: list[Entry] = []
     for item in inputs:
+        shown = None
         if item.is_file() and item.suffix.lower() == ".zip":
-            item = _unzip(item, workdir)
+            item, shown = _unzip(item, workdir), item
         if item.is_dir():
-            entries += _from_dir(item, assignment, skip)
+            entries += _from_dir(item, assignment, skip, _Shown(item, shown))
         elif item.is_file():  # named by the TA on the command line: taken as given
             entries.append(Entry("", [student_id(item.stem, assignment.id)], item, clean(item)))
     _unique_ids(entries)
@@ -83,12 +86,28 @@ def _inside(path: Path, folder: Path) -> bool:
         return False
 
 
-def _link_entry(child: Path, assignment: Assignment) -> Entry:
+def _link_entry(child: Path, assignment: Assignment, shown=clean) -> Entry:
     """A submission that is a symbolic link: listed with nothing graded, and the reason."""
     stem = child.stem if child.suffix.lower() in SUFFIXES else child.name
-    return Entry("", [student_id(clean(stem), assignment.id)], None, clean(child),
+    return Entry("", [student_id(clean(stem), assignment.id)], None, shown(child),
                  f"{clean(child.name)} is a symbolic link; links are never followed or graded (submit the file itself).",
-                 [clean(child)])
+                 [shown(child)])
+
+
+class _Shown:
+    """Paths as the TA knows them: inside a .zip they name the archive, never the folder it was
+    unpacked into under OUT/.lmgrade (that path means nothing to anyone reading grades.csv)."""
+
+    def __init__(self, folder: Path, archive: Path | None):
+        self.folder, self.archive = folder, archive
+
+    def __call__(self, path: Path | str) -> str:
+        if self.archive is None:
+            return clean(path)
+        try:
+            return clean(self.archive / Path(path).relative_to(self.folder))
+        except ValueError:
+            return clean(path)
 
 
 def _unzip(archive: Path, workdir: Path) -> Path:
@@ -105,23 +124,25 @@ def _visible(path: Path) -> bool:
     return not path.name.startswith(".") and path.name not in IGNORED_DIRS
 
 
-def _from_dir(folder: Path, assignment: Assignment, skip: Path | None) -> list[Entry]:
+def _from_dir(folder: Path, assignment: Assignment, skip: Path | None, shown: _Shown | None = None) -> list[Entry]:
+    shown = shown or _Shown(folder, None)
     export = _export_root(folder)
     if export is not None:
-        return _from_export(export, assignment)
+        return _from_export(export, assignment, shown)
     entries = []
     for child in sorted(folder.iterdir()):
         if not _visible(child) or (skip is not None and child.resolve() == skip.resolve()):
             continue
         if not _inside(child, folder):
             if child.suffix.lower() in SUFFIXES or child.is_dir():
-                entries.append(_link_entry(child, assignment))
+                entries.append(_link_entry(child, assignment, shown))
             continue
         if child.is_file() and child.suffix.lower() in SUFFIXES:
-            entries.append(Entry("", [student_id(clean(child.stem), assignment.id)], child, clean(child)))
+            entries.append(Entry("", [student_id(clean(child.stem), assignment.id)], child, shown(child)))
         elif child.is_dir():
             path, note, links = pick_file(child, assignment)
-            entries.append(Entry("", [student_id(clean(child.name), assignment.id)], path, clean(child), note, links))
+            entries.append(Entry("", [student_id(clean(child.name), assignment.id)], path, shown(child), note,
+                                 [shown(link) for link in links]))
     return entries
 
 
@@ -135,21 +156,27 @@ def _export_root(folder: Path) -> Path | None:
     return None
 
 
-def _from_export(root: Path, assignment: Assignment) -> list[Entry]:
-    people = read_gradescope_metadata(root / METADATA)
+def _from_export(root: Path, assignment: Assignment, shown: _Shown) -> list[Entry]:
+    """One entry per `submission_<id>/` folder, its students (id, name, e-mail) from the metadata:
+    Gradescope's own identities, so that grades.csv can be matched back to its roster."""
+    metadata = read_gradescope_metadata(root / METADATA)
     entries = []
     for child in sorted(root.iterdir()):
         if not child.is_dir() or not _visible(child):
             continue
-        ids = [p.get("sid") or p.get("email") or p.get("name") for p in people.get(child.name, [])]
-        ids = [clean(i) for i in ids if i] or [clean(child.name)]
+        people = [{k: clean(p.get(k, "")) for k in ("name", "email", "sid")} for p in metadata.get(child.name, [])]
+        people = [p for p in people if p["sid"] or p["email"] or p["name"]]
+        ids = [p["sid"] or p["email"] or p["name"] for p in people] or [clean(child.name)]
+        number = re.fullmatch(r"submission_(\d+)", child.name)
         if not _inside(child, root):
-            entry = _link_entry(child, assignment)
+            entry = _link_entry(child, assignment, shown)
             entry.students = ids
-            entries.append(entry)
-            continue
-        path, note, links = pick_file(child, assignment)
-        entries.append(Entry("", ids, path, clean(child), note, links))
+        else:
+            path, note, links = pick_file(child, assignment)
+            entry = Entry("", ids, path, shown(child), note, [shown(link) for link in links])
+        entry.people = people or [{"name": "", "email": "", "sid": ""}]
+        entry.submission_id = number.group(1) if number else clean(child.name)
+        entries.append(entry)
     return entries
 
 
@@ -588,8 +615,9 @@ def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1,
         unknown = sorted(set(questions) - set(all_questions))
         if unknown:
             raise ValueError(f"no such question in {assignment.id}: {', '.join(unknown)} (it has {', '.join(all_questions)})")
-    todo, result = [], BatchResult(entries=entries, records={})
+    todo, problems, result = [], [], BatchResult(entries=entries, records={})
     saved = [0]
+    bar = None
     try:
         for entry in entries:
             old = records.get(entry.key)
@@ -605,10 +633,15 @@ def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1,
             same_file = old if (questions and old and old.get("sha256") == sha and old.get("report")) else None
             problem = _problem(entry, assignment)
             if problem is not None:  # nothing a grader could do: recorded here, in the trusted process
-                _finish(result, state, _problem_record(entry, sha, digest, all_questions, *problem), entry)
-                saved[0] += 1
+                problems.append((entry, sha, problem))
             else:
                 todo.append((entry, sha, same_file))
+        # one count per submission: the unchanged ones at once, then each as it is recorded or graded
+        bar = _progress(len(entries), progress, skipped=result.skipped)
+        for entry, sha, (status, message) in problems:
+            _finish(result, state, _problem_record(entry, sha, digest, all_questions, status, message), entry)
+            saved[0] += 1
+            bar(entry, f"{status}: {message}")
         config = {"assignment": assignment.id, "root": str(assignment.root), "device": device,
                   "limits": dataclasses.asdict(limits) if limits else None}
         pending = {entry.key: (entry, sha, old) for entry, sha, old in todo}
@@ -618,11 +651,14 @@ def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1,
             _finish(result, state, _record(entry, sha, digest, outcome, questions, all_questions, old), entry)
             saved[0] += 1
 
-        _grade_all(todo, config, questions, jobs, progress, submission_timeout, done)
+        _grade_all(todo, config, questions, jobs, bar, submission_timeout, done)
+        bar(None, None)
         for key, record in result.records.items():  # all of them again: undo anything a worker wrote meanwhile
             _write_text(state / "records" / f"{key}.json", json.dumps(record, indent=1))
         write_outputs(result, assignment, out, all_questions)
     except KeyboardInterrupt:
+        if bar is not None:
+            bar(None, None)
         raise Interrupted(saved[0], len(entries)) from None
     return result
 
@@ -654,10 +690,11 @@ def _problem_record(entry: Entry, sha: str, digest: str, all_questions, status: 
             "report": None, "error": "", "problem": status, "message": clean(message)}
 
 
-def _grade_all(todo, config: dict, questions, jobs: int, progress, timeout: float, done=None) -> dict[str, Outcome]:
+def _grade_all(todo, config: dict, questions, jobs: int, bar, timeout: float, done=None) -> dict[str, Outcome]:
     """Grade `todo` on `jobs` grader processes; a submission whose grader dies is retried once.
 
-    `done(entry, outcome)` runs as each one finishes. On Ctrl-C (KeyboardInterrupt here) no new
+    `done(entry, outcome)` runs as each one finishes, then `bar(entry, text)` counts it (`bar` is
+    `_progress`'s, or None for no progress). On Ctrl-C (KeyboardInterrupt here) no new
     submission starts, every grader process is told to stop and waited for, whatever they left
     is killed, and KeyboardInterrupt goes on up: the submissions in progress are simply not saved.
     """
@@ -671,7 +708,7 @@ def _grade_all(todo, config: dict, questions, jobs: int, progress, timeout: floa
     lock = threading.Lock()
     stopping = threading.Event()
     graders: dict[int, GraderProcess] = {}  # pid -> live grader process
-    bar = _progress(len(todo), progress)
+    bar = bar or (lambda entry, text: None)
 
     def slot() -> None:
         grader = None
@@ -706,7 +743,7 @@ def _grade_all(todo, config: dict, questions, jobs: int, progress, timeout: floa
                     finished[entry.key] = outcome
                     if done is not None:
                         done(entry, outcome)
-                    bar(entry, outcome)
+                    bar(entry, _progress_text(outcome))
         except Exception as exc:  # noqa: BLE001 - never a traceback from a thread; the batch says what failed
             print(f"lmgrade: a grading thread failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         finally:
@@ -734,34 +771,39 @@ def _grade_all(todo, config: dict, questions, jobs: int, progress, timeout: floa
                 for grader in list(graders.values()):
                     grader.proc.kill()
             sandbox.kill_orphans()
-            bar(None, None)
         finally:
             signal.signal(signal.SIGINT, previous)
         raise
-    bar(None, None)
     with lock:
         sandbox.kill_orphans(spare=set(graders))
     return finished
 
 
-def _progress(total: int, enabled: bool | None):
-    """A tqdm bar on a terminal; one line per submission otherwise (logs, CI)."""
-    from tqdm import tqdm
-    bar = tqdm(total=total, unit="submission", file=sys.stderr, disable=not enabled if enabled is not None else None,
-               dynamic_ncols=True)
-    done = [0]
+def _progress(total: int, enabled: bool | None, skipped: int = 0):
+    """A tqdm bar on a terminal; one line per submission otherwise (logs, CI).
 
-    def update(entry: Entry | None, outcome: Outcome | None) -> None:
+    Why `total` is every submission found and each is counted exactly once (unchanged ones at
+    start, unreadable or wrong-assignment files as they are recorded, the rest as they are graded):
+    the count ends at the total, and "[n/N]" means n of the N submissions the TA gave.
+    Returns `update(entry, text)`; `update(None, None)` ends the bar (more calls do nothing).
+    """
+    from tqdm import tqdm
+    bar = tqdm(total=total, initial=skipped, unit="submission", file=sys.stderr, dynamic_ncols=True,
+               disable=not enabled if enabled is not None else None)
+    done = [skipped, False]  # count, closed
+    if skipped and bar.disable:
+        print(f"[{skipped}/{total}] {skipped} unchanged since the last run, not graded again", file=sys.stderr,
+              flush=True)
+
+    def update(entry: Entry | None, text: str | None) -> None:
+        if done[1]:
+            return
         if entry is None:
+            done[1] = True
             bar.close()
             return
         done[0] += 1
-        if outcome.report is not None:
-            r = outcome.report
-            text = f"{', '.join(entry.students)}: {r.score:g}/{r.max_score:g} ({r.execution_time:.1f} s)"
-        else:
-            text = f"{', '.join(entry.students)}: {outcome.error or 'no notebook or .py file'}"
-        text = clean(text)
+        text = clean(f"{', '.join(entry.students)}: {text}")
         if bar.disable:
             print(f"[{done[0]}/{total}] {text}", file=sys.stderr, flush=True)
         else:
@@ -769,6 +811,13 @@ def _progress(total: int, enabled: bool | None):
             bar.update(1)
 
     return update
+
+
+def _progress_text(outcome: Outcome) -> str:
+    if outcome.report is not None:
+        r = outcome.report
+        return f"{r.score:g}/{r.max_score:g} ({r.execution_time:.1f} s)"
+    return outcome.error or "no notebook or .py file"
 
 
 def _record(entry: Entry, sha: str, digest: str, outcome: Outcome, questions, all_questions, old) -> dict:
@@ -803,8 +852,16 @@ def write_outputs(result: BatchResult, assignment: Assignment, out: Path, all_qu
     specs = check_specs(assignment)
     extra = {spec.question for spec in specs if spec.extra}
     max_score = sum(spec.points for spec in specs if not spec.extra)
+    export = any(entry.submission_id for entry in result.entries)  # Gradescope's ids, names and e-mails too
     secrets_ = secret_lines(assignment)
     rows, totals, per_question, per_check, feedback = [], [], {q: [] for q in all_questions}, {}, []
+    # why a submission is missing from a mean: {question or "total": {reason: count}}, for the summary
+    left_out: dict[str, dict[str, int]] = {q: {} for q in [*all_questions, "total"]}
+
+    def leave_out(reason: str, questions) -> None:
+        for q in questions:
+            left_out[q][reason] = left_out[q].get(reason, 0) + 1
+
     for entry in result.entries:
         record = result.records[entry.key]
         report = report_from_dict(record["report"]) if record.get("report") else None
@@ -814,10 +871,12 @@ def write_outputs(result: BatchResult, assignment: Assignment, out: Path, all_qu
         status, total = record["status"], ""
         if record.get("problem"):  # unreadable or another assignment's: 0, and out of the class statistics
             total, status = 0, record["problem"]
+            leave_out(record["problem"], [*all_questions, "total"])
         elif record.get("missing"):
             scores = {q: 0 for q in all_questions}
             total, status = 0, "no file"
             totals.append(0.0)
+            leave_out("no file", all_questions)
         elif report is not None:
             by_question: dict[str, float] = {}
             for r in report.results:
@@ -828,6 +887,7 @@ def write_outputs(result: BatchResult, assignment: Assignment, out: Path, all_qu
             missing = [q for q in all_questions if q not in record.get("questions", [])]
             if missing:
                 status = f"partial (not graded: Q{', Q'.join(missing)})"
+                leave_out("partly graded", ["total"])
             else:
                 totals.append(report.score)
             for q in all_questions:
@@ -835,19 +895,27 @@ def write_outputs(result: BatchResult, assignment: Assignment, out: Path, all_qu
                     q_max = sum(r.max_score for r in report.results if r.question == q) or \
                         sum(spec.points for spec in specs if spec.question == q)
                     per_question[q].append((by_question[q], q_max))
+                else:
+                    leave_out("not graded yet", [q])
         else:
             status = f"error: {record.get('error', '')}"
-        for sid in record.get("students", entry.students):
-            rows.append([sid, entry.source, *[scores[q] for q in all_questions], total, _num(max_score), status])
+            leave_out("could not be graded", [*all_questions, "total"])
+        students = record.get("students", entry.students)
+        people = entry.people if len(entry.people) == len(students) else [{}] * len(students)
+        for sid, person in zip(students, people):
+            who = [person.get("name", ""), person.get("email", ""), entry.submission_id] if export else []
+            rows.append([sid, *who, entry.source, *[scores[q] for q in all_questions], total, _num(max_score),
+                         status])
             feedback.append((sid, entry, record, report))
     rows.sort(key=lambda row: row[0])
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow(["student_id", "submission", *[f"Q{q}" + (" (extra)" if q in extra else "") for q in all_questions],
-                     "total", "max", "status"])
+    writer.writerow(["student_id", *(["name", "email", "submission_id"] if export else []), "submission",
+                     *[f"Q{q}" + (" (extra)" if q in extra else "") for q in all_questions], "total", "max", "status"])
     writer.writerows([[csv_cell(c) for c in row] for row in rows])
     _write_text(out / "grades.csv", buf.getvalue())
-    result.summary = summary_text(assignment, result, totals, per_question, per_check, max_score, titles, extra)
+    result.summary = summary_text(assignment, result, totals, per_question, per_check, max_score, titles, extra,
+                                  left_out)
     feedback_dir = out / "feedback"
     names = unique_names([sid for sid, *_ in feedback])
     for sid, entry, record, report in feedback:
@@ -897,20 +965,32 @@ def feedback_text(student: str, entry: Entry, record: dict, report: Report | Non
                              "Passed checks:" if passed else "No check passed.", *passed]) + "\n"
 
 
-def summary_text(assignment, result: BatchResult, totals, per_question, per_check, max_score, titles, extra) -> str:
+def summary_text(assignment, result: BatchResult, totals, per_question, per_check, max_score, titles, extra,
+                 left_out=None) -> str:
+    """The batch in a few lines. Every mean says what it is over: which submissions it counts and
+    which it leaves out (unreadable, no file, ...), so "mean 4.2" is never read as the class's mean."""
+    left_out = left_out or {}
     lines = [f"{assignment.id}: {len(result.entries)} submissions; graded now {result.graded}, "
              f"unchanged since the last run {result.skipped}, could not be graded {len(result.errors)}"]
     if totals:
-        lines.append(f"{len(totals)} with every question graded; total (of {max_score:g}): mean {statistics.mean(totals):.2f}, median {statistics.median(totals):g}, "
+        no_file = sum(1 for e in result.entries if result.records.get(e.key, {}).get("missing"))
+        over = f"over these {len(totals)}" + (f", {no_file} with no file as 0" if no_file else "")
+        if left_out.get("total"):
+            over += f" ({_excluded(left_out['total'])})"
+        lines.append(f"{len(totals)} with every question graded; total (of {max_score:g}) {over}: "
+                     f"mean {statistics.mean(totals):.2f}, median {statistics.median(totals):g}, "
                      f"min {min(totals):g}, max {max(totals):g}, full marks {sum(t >= max_score for t in totals)}")
-    lines.append(f"  {'Q':<4} {'question':<32} {'mean':>11} {'full marks':>11}")
+    lines.append("per question (the mean over the submissions graded on it):")
     for q, pairs in per_question.items():
         if not pairs:
             continue
         mean = statistics.mean(s for s, _ in pairs)
         full = sum(s >= m for s, m in pairs) / len(pairs)
         label = titles.get(q, "") + (" (extra)" if q in extra else "")
-        lines.append(f"  {q:<4} {label[:32]:<32} {mean:>5.2f}/{pairs[0][1]:<5g} {full:>10.0%}")
+        over = f"over {len(pairs)} graded submission{'s' if len(pairs) != 1 else ''}"
+        if left_out.get(q):
+            over += f" ({_excluded(left_out[q])})"
+        lines.append(f"  {'Q' + q:<4} {label[:40]:<40} mean {mean:5.2f}/{pairs[0][1]:<4g} {over}; full marks {full:.0%}")
     hardest = sorted(per_check.items(), key=lambda kv: (sum(kv[1]) / len(kv[1]), kv[0][1]))[:5]
     if hardest and any(not all(v) for _, v in hardest):
         lines.append("checks failed most often:")
@@ -932,20 +1012,38 @@ def summary_text(assignment, result: BatchResult, totals, per_question, per_chec
     return "\n".join(lines)
 
 
+def _excluded(reasons: dict[str, int]) -> str:
+    """{"unreadable": 3, "no file": 1} -> "3 unreadable, 1 no file excluded"."""
+    return ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items())) + " excluded"
+
+
 def _some(items: list[str], shown: int = 10) -> str:
     return ", ".join(items[:shown]) + (f" and {len(items) - shown} more" if len(items) > shown else "")
 
 
 def histogram(totals, per_question, max_score, assignment, path: Path, titles) -> None:
     """Totals on the left, mean score per question (as % of its points) on the right."""
+    fig = histogram_figure(totals, per_question, max_score, assignment)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    results.write_bytes(path, buf.getvalue())
+
+
+def histogram_figure(totals, per_question, max_score, assignment):
+    """The histogram as a matplotlib Figure (no pyplot: no display, no global state).
+
+    The count axis has whole-number ticks only: with a small section, matplotlib's default would
+    label it 0.25, 0.5, ... submissions."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     fig = Figure(figsize=(10, 4), layout="constrained")
     FigureCanvasAgg(fig)
     left, right = fig.subplots(1, 2)
     bins = max(5, min(30, int(max_score) + 1))
     left.hist(totals, bins=bins, range=(0, max(max_score, max(totals, default=0))), color="#4477aa", edgecolor="white")
+    left.yaxis.set_major_locator(MaxNLocator(integer=True))
     left.set_xlabel(f"total score (of {max_score:g})")
     left.set_ylabel("submissions")
     left.set_title(f"{assignment.id}: {len(totals)} fully graded submissions")
@@ -955,9 +1053,7 @@ def histogram(totals, per_question, max_score, assignment, path: Path, titles) -
     right.set_ylim(0, 100)
     right.set_ylabel("mean score, % of the question's points")
     right.set_title("where students lose points")
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    results.write_bytes(path, buf.getvalue())
+    return fig
 
 
 def main(argv: list[str]) -> None:

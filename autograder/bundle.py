@@ -111,8 +111,8 @@ Python 3.11 or newer. Inside this folder, in a virtual environment (`python -m v
 pip install -e . jupyterlab "torch=={pin}+cpu" --extra-index-url https://download.pytorch.org/whl/cpu
 ```
 
-That is the grader's torch ({pin}), CPU-only (about 200 MB instead of several GB of CUDA
-libraries), the `autograder` package the notebooks use, the `lmgrade` command and JupyterLab. On a
+That is the grader's torch ({pin}), CPU-only (about 290 MB to download with JupyterLab, about 1.3 GB
+on disk, instead of several GB of CUDA libraries), the `autograder` package the notebooks use, the `lmgrade` command and JupyterLab. On a
 Mac, where torch wheels are CPU-only anyway: `pip install -e . jupyterlab "torch=={pin}"`. Already
 have a torch you want to keep? `pip install -e .` alone installs nothing it does not need. Keep
 this folder where it is: the package reads the assignments and the data from it.

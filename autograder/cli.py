@@ -191,12 +191,14 @@ def _require_confinement(args) -> None:
 def _build(args) -> int:
     if args.assignment and not args.student_bundle:
         raise ValueError("--assignment goes with --student-bundle")
-    stale = build.build(check=args.check, solutions_dir=args.solutions)
-    verb = "out of date" if args.check else "written"
+    check = args.check or args.student_bundle is not None  # a bundle is made from the checkout, never writes it
+    stale = build.build(check=check, solutions_dir=args.solutions)
+    verb = "out of date" if check else "written"
     for path in stale:
         print(f"{verb}: {path.relative_to(assignments.ROOT) if path.is_relative_to(assignments.ROOT) else path}")
-    if args.check and stale:
-        print("Run `lmgrade build` and commit the result.", file=sys.stderr)
+    if check and stale:
+        print("Run `lmgrade build` and commit the result" + (", then make the bundle." if args.student_bundle else "."),
+              file=sys.stderr)
         return 1
     if not stale:
         print("All generated files are up to date.")
@@ -216,15 +218,15 @@ def _gradescope(args) -> int:
     from autograder import gradescope
     assignment = assignments.get(args.assignment)
     out = gradescope.build_zip(assignment, args.output or Path("build") / f"gradescope-{assignment.id}.zip")
-    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB): upload it as the autograder of `{assignment.id}` "
-          "(Gradescope settings: see the README, section Gradescope)")
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB): upload it as the autograder of `{assignment.id}`")
+    print(gradescope.settings_text(assignment.id))
     return 0
 
 
 def _check(args) -> int:
     if not args.notebook.exists():
         raise ValueError(f"{args.notebook} does not exist (save the notebook first, and give its file name)")
-    from autograder.notebook import infer_assignment
+    from autograder.notebook import infer_assignment, progress_line
     sub = extract.read_submission(args.notebook, analyse=False)  # bounded: a broken file gets one message, no traceback
     if sub.unreadable:
         print(f"{results.clean(args.notebook)}: nothing could be checked: {results.clean(sub.unreadable)}")
@@ -235,8 +237,9 @@ def _check(args) -> int:
     if problem is not None:
         print(f"{results.clean(args.notebook)}: {problem[0]}: {results.clean(problem[1])}")
         return 0
-    report = runner.grade(args.notebook, assignment, device="cpu", public_only=True,
-                          questions=set(args.question) if args.question else None)
+    questions = set(args.question) if args.question else None
+    print(progress_line(assignment.id, questions), flush=True)  # the worker takes seconds to answer
+    report = runner.grade(args.notebook, assignment, device="cpu", public_only=True, questions=questions)
     print(results.format_table(report, assignment.questions))
     print("These are the public checks only: hidden checks decide the final score.")
     return 0
@@ -336,7 +339,7 @@ def _selfcheck(args) -> int:
     finished = [a for a in assignments.available() if a.finished]
     rows, ok = [], True
     with tempfile.TemporaryDirectory(prefix="lmgrade-selfcheck-") as tmp:
-        build.build(solutions_dir=Path(tmp), assignments=finished)
+        build.write_solution_notebooks(Path(tmp), finished)
         for assignment in finished:
             for label, path in (("staff solution", Path(tmp) / assignment.starter_path.name),
                                 ("starter", assignment.starter_path)):

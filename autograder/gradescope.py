@@ -27,6 +27,7 @@ import tempfile
 import time
 import traceback
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from autograder import assignments, build, bundle, extract, results, runner
@@ -42,6 +43,38 @@ SHOWN = 20  # at most this many file names in a message
 _VISIBILITY = {"hidden", "after_due_date", "after_published", "visible"}
 _TEST_KEYS = {"score", "max_score", "status", "name", "name_format", "number", "output", "output_format",
               "tags", "visibility", "extra_data"}
+
+
+# Gradescope's autograder settings per assignment, the one place they are written down: `lmgrade
+# gradescope build` prints them and docs/course-staff.md tabulates them with the measurements they
+# rest on (a test keeps the two equal). Why these numbers: the docs' section below.
+DOCS = "docs/course-staff.md#gradescope"
+
+
+@dataclass(frozen=True)
+class Settings:
+    memory_gb: int  # the memory setting; the worker's own limit is 3 GiB
+    timeout_min: int  # covers a submission whose every check runs into its time limit
+    min_memory_gb: int = 1  # what grading the staff solution needs, with room
+    vcpus: int = 1  # at least; the time limits count CPU seconds, so more only makes it quicker
+
+
+SETTINGS = {
+    "ngram": Settings(memory_gb=3, timeout_min=20),
+    "backprop": Settings(memory_gb=3, timeout_min=15),
+    "rnn_lm": Settings(memory_gb=3, timeout_min=25),
+    "attention": Settings(memory_gb=3, timeout_min=15),
+    "transformer": Settings(memory_gb=3, timeout_min=30),
+}
+
+
+def settings_text(assignment_id: str) -> str:
+    """What to set on Gradescope for this assignment, and where the reasons are."""
+    s = SETTINGS.get(assignment_id)
+    if s is None:  # a new assignment: measured and added to SETTINGS and the docs' table before use
+        return f"Gradescope settings for `{assignment_id}`: not measured yet; see {DOCS}"
+    return (f"Gradescope settings for `{assignment_id}`: {s.vcpus} vCPU or more, memory {s.memory_gb} GB "
+            f"(at least {s.min_memory_gb} GB), timeout {s.timeout_min} minutes (why: {DOCS})")
 
 
 class SubmissionProblem(Exception):

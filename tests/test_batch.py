@@ -5,9 +5,12 @@ histogram; and a batch that goes on through hostile submissions.
 Most tests grade a small copy of `ngram` (its seven public checks and one tiny hidden check:
 well under a second per submission) so that whole batches stay fast.
 """
+import contextlib
 import csv
+import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -119,6 +122,9 @@ submission_104:
 """
 
 
+METADATA_NAME = "submission_metadata.yml"
+
+
 def make_export(tmp_path) -> Path:
     """Gradescope's "Export Submissions" layout: metadata plus one folder per submission."""
     root = tmp_path / "assignment_4242_export"
@@ -139,15 +145,19 @@ def make_export(tmp_path) -> Path:
     return root
 
 
+def zip_folder(folder: Path, archive: Path) -> Path:
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in folder.rglob("*"):
+            zf.write(path, path.relative_to(folder.parent))
+    return archive
+
+
 def test_gradescope_export_folder_and_zip(tmp_path):
     root = make_export(tmp_path)
     people = batch.read_gradescope_metadata(root / "submission_metadata.yml")
     assert people["submission_101"] == [{"name": "Ada Lovelace", "sid": "1815", "email": "ada@example.edu"}]
     assert [p["sid"] for p in people["submission_104"]] == ["1", "2"]
-    archive = tmp_path / "export.zip"
-    with zipfile.ZipFile(archive, "w") as zf:
-        for path in root.rglob("*"):
-            zf.write(path, path.relative_to(tmp_path))
+    archive = zip_folder(root, tmp_path / "export.zip")
     for source in (root, tmp_path / "as-downloaded", archive):
         if source.name == "as-downloaded":  # the unzipped folder one level up, as a browser leaves it
             shutil.copytree(root, source / root.name)
@@ -171,6 +181,32 @@ def test_plain_folder_files_and_clashing_ids(tmp_path):
     assert sorted(s for e in entries for s in e.students) == [
         "alice (alice.ipynb)", "alice (alice_ngram.py)", "bob", "carol"]
     assert len({e.key for e in entries}) == 4
+
+
+def test_grades_csv_of_an_export_names_gradescope_submissions_and_people(tmp_path, tiny):
+    """A TA matches grades.csv back to Gradescope: its submission id, each submitter's name and
+    e-mail from submission_metadata.yml, one row per group member; never the folder the zip was
+    unpacked into; and a name in the metadata is as harmless in a spreadsheet as a file name."""
+    root = make_export(tmp_path)
+    (root / METADATA_NAME).write_text(METADATA.replace("Alan Turing", "=HYPERLINK(\"http://x\")"))
+    archive = zip_folder(root, tmp_path / "export.zip")
+    out = tmp_path / "out"
+    batch.run([archive], tiny, out, limits=FAST, progress=False)
+    with open(out / "grades.csv", newline="") as f:
+        header, *rows = list(csv.reader(f))
+    assert header[:5] == ["student_id", "name", "email", "submission_id", "submission"]
+    grades = {row[0]: dict(zip(header, row)) for row in rows}
+    assert {sid: (g["name"], g["email"], g["submission_id"]) for sid, g in grades.items()} == {
+        "1815": ("Ada Lovelace", "ada@example.edu", "101"),
+        "alan@example.edu": ("'=HYPERLINK(\"http://x\")", "alan@example.edu", "102"),
+        "1906": ("Grace Hopper", "grace@example.edu", "103"),
+        "1": ("Pair One", "x@example.edu", "104"), "2": ("Pair Two", "y@example.edu", "104")}
+    assert grades["1"]["total"] == grades["2"]["total"] == points(tiny) and grades["1815"]["total"] == "0"
+    assert grades["1906"]["status"] == "no file"
+    for g in grades.values():
+        assert g["submission"] == f"{archive}/{root.name}/submission_{g['submission_id']}"  # the zip as the TA named it
+    assert ".lmgrade" not in (out / "grades.csv").read_text() and str(out) not in (out / "grades.csv").read_text()
+    assert "Submission: submission_101" in (out / "feedback" / "1815.txt").read_text()
 
 
 # ---- a whole batch -----------------------------------------------------------------------------
@@ -202,10 +238,11 @@ def test_batch_grades_resumes_and_regrades(tmp_path, tiny):
     assert "No notebook (.ipynb) or .py file" in (out / "feedback" / "dave.txt").read_text()
     assert (out / "histogram.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     summary = (out / "summary.txt").read_text()
-    assert "1    Tokens and vocabulary" in summary and "checks failed most often" in summary
+    assert re.search(r"Q1 +Tokens and vocabulary +mean ", summary) and "checks failed most often" in summary
     assert "tokenize on a few tricky lines [tokenize_tricky]: 2 of 3 failed" in summary
-    q1 = next(line for line in summary.splitlines() if line.strip().startswith("1 "))
+    q1 = next(line for line in summary.splitlines() if line.strip().startswith("Q1 "))
     assert q1.split()[-1] == "33%"  # full marks on Q1: alice, of the three that submitted a file
+    assert "over 3 graded submissions (1 no file excluded)" in q1
 
     again = batch.run([subs], tiny, out, jobs=2, limits=FAST, progress=False)  # nothing changed: nothing graded
     assert (again.graded, again.skipped) == (0, 4) and read_grades(out) == grades
@@ -231,12 +268,98 @@ def test_batch_grades_resumes_and_regrades(tmp_path, tiny):
         assert grades["alice"]["Q1"] == points(tiny, "1") and grades["alice"]["Q2"] == points(tiny, "2")
         assert grades["alice"]["total"] == points(tiny)
         assert grades["carol"]["status"].startswith("partial")  # her new file: only Q1 graded so far
+        q2 = next(line for line in regraded.summary.splitlines() if line.strip().startswith("Q2 "))
+        assert "over 2 graded submissions (1 no file, 1 not graded yet excluded)" in q2
         full = batch.run([subs], tiny, out, jobs=2, limits=FAST, progress=False)
         assert full.graded == 3  # the checks changed since their other questions were graded (dave: nothing to grade)
         assert read_grades(out)["carol"]["total"] == lost(tiny, "tokenize")
         assert read_grades(out)["alice"]["max"] == points(tiny, extra=False)
     finally:
         hidden.write_text(original)
+
+
+WRONG_ASSIGNMENT = json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "source": "x = 1", "outputs": [],
+                                          "execution_count": None}], "metadata": {"lmgrade": {"assignment": "attention"}}})
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory, tiny):
+    """A batch as a TA meets it: two graded files, an unreadable one, another assignment's notebook
+    and a folder with nothing to grade; graded once, with what its progress printed."""
+    tmp = tmp_path_factory.mktemp("mixed")
+    subs, out = tmp / "subs", tmp / "out"
+    subs.mkdir()
+    (subs / "alice.py").write_text(solution())
+    (subs / "carol.py").write_text(solution() + WRONG_TOKENIZE)
+    (subs / "empty.ipynb").write_text("")
+    (subs / "wrong.ipynb").write_text(WRONG_ASSIGNMENT)
+    (subs / "dave").mkdir()
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        result = batch.run([subs], tiny, out, jobs=2, limits=FAST, progress=False)
+    return subs, out, result, stderr.getvalue()
+
+
+def progress_lines(stderr: str) -> list[tuple[int, int, str]]:
+    return [(int(m[1]), int(m[2]), m[3]) for m in re.finditer(r"^\[(\d+)/(\d+)\] (.*)$", stderr, re.M)]
+
+
+def test_progress_counts_every_submission_once_and_ends_at_the_total(mixed, tiny, capsys):
+    subs, out, _, stderr = mixed
+    lines = progress_lines(stderr)
+    assert [(n, total) for n, total, _ in lines] == [(n, 5) for n in range(1, 6)], stderr
+    who = sorted(text.split(":")[0] for *_, text in lines)
+    assert who == ["alice", "carol", "dave", "empty", "wrong"]  # unreadable and wrong assignment counted too
+    assert any(text.startswith("empty: unreadable") for *_, text in lines)
+    assert any(text.startswith("wrong: wrong assignment") for *_, text in lines)
+
+    # a second run: the unchanged ones counted at once, the one changed file after them
+    again, out2 = subs.parent / "again", subs.parent / "out2"
+    shutil.copytree(subs, again)
+    batch.run([again], tiny, out2, jobs=2, limits=FAST, progress=False)
+    capsys.readouterr()
+    (again / "carol.py").write_text(solution())
+    batch.run([again], tiny, out2, limits=FAST, progress=False)
+    lines = progress_lines(capsys.readouterr().err)
+    assert lines == [(4, 5, "4 unchanged since the last run, not graded again"), (5, 5, lines[-1][2])]
+    assert lines[-1][2].startswith(f"carol: {points(tiny)}/")
+
+    (again / "alice.py").write_text(solution() + WRONG_TOKENIZE)  # the bar as a terminal shows it
+    batch.run([again], tiny, out2, limits=FAST, progress=True)
+    bar = capsys.readouterr().err
+    assert "5/5" in bar and not re.search(r"\b[6-9]/5\b", bar)
+
+
+def test_every_mean_in_the_summary_says_its_denominator(mixed, tiny):
+    _, out, result, _ = mixed
+    summary = (out / "summary.txt").read_text()
+    assert summary.strip() == result.summary.strip()
+    grades = read_grades(out)
+    rows = {line.split()[0]: line for line in summary.splitlines() if re.match(r"^\s+Q\d+ .* mean ", line)}
+    assert len(rows) == len({s.question for s in batch.check_specs(tiny)})
+    for q, line in rows.items():  # the mean of exactly the two graded files, and the three left out named
+        column = next(c for c in grades["alice"] if c.split()[0] == q)  # "Q7 (extra)" too
+        mean = (float(grades["alice"][column]) + float(grades["carol"][column])) / 2
+        assert f"mean {mean:5.2f}/" in line, line
+        assert line.split(f"/")[1].split()[1:] == ["over", "2", "graded", "submissions", "(1", "no", "file,", "1",
+                                                   "unreadable,", "1", "wrong", "assignment", "excluded);",
+                                                   "full", "marks", line.split()[-1]], line
+    total = next(line for line in summary.splitlines() if "with every question graded" in line)
+    assert "over these 3, 1 with no file as 0 (1 unreadable, 1 wrong assignment excluded)" in total
+    mean_total = (float(grades["alice"]["total"]) + float(grades["carol"]["total"]) + 0) / 3
+    assert f"mean {mean_total:.2f}," in total
+
+
+def test_the_histogram_counts_submissions_in_whole_numbers(tiny):
+    """Three submissions: matplotlib's default ticks would read 0.25, 0.5, ... submissions."""
+    fig = batch.histogram_figure([3.0, 5.0, 5.0], {"1": [(1.0, 2.0)], "2": [(0.0, 1.0)]}, 10, tiny)
+    fig.canvas.draw()
+    counts = fig.axes[0]
+    assert counts.get_ylabel() == "submissions"
+    ticks = [t for t in counts.get_yticks() if counts.get_ylim()[0] <= t <= counts.get_ylim()[1]]
+    assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
+    labels = [label.get_text() for label in counts.get_yticklabels() if label.get_text()]
+    assert labels and all(re.fullmatch(r"\d+", label.replace("\u2212", "-")) for label in labels), labels
 
 
 def test_a_batch_goes_on_through_hostile_submissions(tmp_path, tiny):

@@ -16,7 +16,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from autograder import assignments, build, bundle, gradescope, results, runner
+from autograder import assignments, build, bundle, cli, gradescope, results, runner
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "gradescope_results.schema.json").read_text())
 FINISHED = [a.id for a in assignments.available() if a.finished]
@@ -173,6 +173,100 @@ def test_setup_fails_loudly(tmp_path):
                           env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake), "LMGRADE_VENV": str(tmp_path / "venv")})
     assert proc.returncode != 0
     assert "lmgrade setup FAILED" in proc.stderr and "-m venv" in proc.stderr
+
+
+ROOT_SETUP = pytest.mark.skipif(not ROOT_ONLY, reason="setup.sh runs as root (it chowns source/ to root)")
+
+
+def fake_python(folder: Path, log: Path) -> Path:
+    """A `python3.11` that makes venvs whose python logs every call instead of installing anything."""
+    venv_python = f"#!/bin/sh\necho \"$0 $*\" >> {log}\n"
+    script = folder / "python3.11"
+    script.write_text(f"""#!/bin/sh
+case "$*" in
+  *'-m venv'*) dir=$(eval echo \\${{$#}}); mkdir -p "$dir/bin"
+               printf '%s' '{venv_python}' > "$dir/bin/python"; chmod 755 "$dir/bin/python"; exit 0;;
+  *-c*) exit 0;;
+esac
+exit 0
+""")
+    script.chmod(0o755)
+    return script
+
+
+@ROOT_SETUP
+def test_setup_honours_its_documented_overrides(tmp_path):
+    """PYTHON, LMGRADE_VENV, LMGRADE_TORCH_INDEX and LMGRADE_WORKER_USER, as docs/course-staff.md
+    describes them: the venv where asked, torch from the index given, the self-test on this root."""
+    log = tmp_path / "calls.log"
+    script = tmp_path / "root" / "source" / "setup.sh"
+    script.parent.mkdir(parents=True)
+    script.write_text((gradescope.TEMPLATES / "setup.sh").read_text().replace("@TORCH_PIN@", "torch==9.9.9"))
+    venv = tmp_path / "opt" / "venv"
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(fake_python(tmp_path, log)), "LMGRADE_VENV": str(venv),
+           "LMGRADE_TORCH_INDEX": "file:///srv/wheels", "LMGRADE_WORKER_USER": ""}
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr
+    calls = log.read_text().splitlines()
+    python = f"{venv}/bin/python"
+    assert all(call.startswith(python + " ") for call in calls), calls
+    assert any("install --no-deps --index-url file:///srv/wheels torch==9.9.9" in c for c in calls), calls
+    assert calls[-1] == f"{python} -I -m autograder.gradescope selftest --root {tmp_path / 'root'}"
+    assert "apt-get" not in proc.stdout + proc.stderr and "== worker user (none)" in proc.stdout
+    assert stat.S_IMODE((tmp_path / "root" / "source").stat().st_mode) == 0o700
+
+
+WHEELS = os.environ.get("LMGRADE_TEST_WHEELS", "")
+
+
+@ROOT_SETUP
+@pytest.mark.slow
+@pytest.mark.skipif(not WHEELS, reason="LMGRADE_TEST_WHEELS=<folder of wheels> runs the offline recipe (minutes)")
+def test_the_offline_recipe_installs_and_grades(zips, staff_notebooks, workdir):
+    """docs/course-staff.md's recipe, for real: setup.sh from a folder of wheels into a temporary
+    root, its self-test, then run_autograder on the staff solution with the venv it made."""
+    root = unpack(zips[FULL], workdir / "recipe")
+    venv = root / "opt" / "lmgrade" / "venv"
+    python = Path(sys.executable)  # a venv's python makes a venv from its base interpreter
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELS, "PYTHON": str(python),
+           "LMGRADE_VENV": str(venv), "LMGRADE_WORKER_USER": WORKER_USER}
+    setup = subprocess.run(["bash", str(root / "source" / "setup.sh")], env=env, capture_output=True, text=True,
+                           timeout=1200)
+    assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
+    assert setup.stdout.count(": OK") == 2 and "lmgrade setup finished" in setup.stdout
+    submit(root, {f"{FULL}.ipynb": staff_notebooks[FULL]})
+    _, doc = run_autograder(root, python=str(venv / "bin" / "python"))
+    assert doc["tests"] and all(t["status"] == "passed" for t in doc["tests"])
+
+
+def docs_settings() -> dict[str, tuple[int, int, int]]:
+    """assignment -> (memory GB, at least GB, timeout minutes), from docs/course-staff.md's table."""
+    text = (assignments.ROOT / "docs" / "course-staff.md").read_text()
+    section = text.split("\n## Gradescope\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \|.*\| (\d+) GB \(at least (\d+) GB\) \| (\d+) min \|$", section, re.M)
+    return {a: (int(memory), int(least), int(minutes)) for a, memory, least, minutes in rows}
+
+
+def test_the_settings_table_lists_every_assignment_once():
+    assert sorted(docs_settings()) == sorted(assignments.IDS) == sorted(gradescope.SETTINGS)
+
+
+@pytest.mark.parametrize("assignment_id", assignments.IDS)
+def test_gradescope_build_prints_the_docs_and_the_settings_in_them(assignment_id, tmp_path, monkeypatch, capsys):
+    def fake_build(assignment, dest):
+        Path(dest).write_bytes(b"PK")
+        return Path(dest)
+
+    monkeypatch.setattr(gradescope, "build_zip", fake_build)
+    assert cli.main(["gradescope", "build", "--assignment", assignment_id, "--output", str(tmp_path / "a.zip")]) == 0
+    out = capsys.readouterr().out
+    assert "README" not in out
+    page, anchor = re.search(r"\(why: ([\w/.-]+\.md)#([\w-]+)\)", out).groups()
+    headings = re.findall(r"^#+ (.+)$", (assignments.ROOT / page).read_text(), re.M)
+    assert anchor in [re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-") for h in headings]
+    memory, least, minutes = map(int, re.search(r"memory (\d+) GB \(at least (\d+) GB\), timeout (\d+) minutes",
+                                                out).groups())
+    assert (memory, least, minutes) == docs_settings()[assignment_id]
 
 
 # ---- grading on the simulated Gradescope --------------------------------------------------------

@@ -8,6 +8,9 @@
 # user, and grades the staff solution (every point) and the starter (none) as a self-test, which
 # also fills the reference cache. Any failure stops the image build with a message, so a half-installed
 # autograder is never used.
+#
+# Elsewhere (trying the image offline in a temporary root) PYTHON, LMGRADE_VENV, LMGRADE_TORCH_INDEX
+# and LMGRADE_WORKER_USER override the defaults below: docs/course-staff.md, section Gradescope.
 set -euo pipefail
 
 SOURCE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)   # /autograder/source
