@@ -25,6 +25,10 @@ class StudentCrash(CheckFailed):
     """The student's process timed out or died during the call."""
 
 
+class NotCalledAgain(StudentCrash):
+    """The function ran past its time limit earlier in this grading, so it is not called again."""
+
+
 class InProcessChannel:
     """Answers requests with a trusted module in this process: the reference, for fixtures and tests."""
 
@@ -63,12 +67,18 @@ class Student:
         # what the worker reports about itself (device placement) is not believed, even to pass.
         self.tampering: str | None = None
         self.sealed = False  # see `seal`
-        self._root = self  # copies made by `within` seal their original
+        self._root = self  # copies made by `within` seal their original and share its marks
+        # What ran past a time limit in this grading, by `Remote._mark_key`: (name shown, the message of
+        # that timeout, the check it happened in). Kept on the root, for the whole submission: one
+        # infinite loop costs one time limit, not one per check that calls it. Set only from a timeout
+        # of the grader's own clock (WorkerFailure 'timeout'), never from anything the worker says.
+        self._timed_out: dict[tuple, tuple[str, str, object]] = {}
+        self._current_check = None  # the runner's CheckSpec of the check running now
 
     def __getattr__(self, name: str) -> "Remote":
         if name.startswith("_"):
             raise AttributeError(name)
-        return Remote(self, {"name": name}, name)
+        return Remote(self, {"name": name}, name, origin=name)
 
     def within(self, seconds: float) -> "Student":
         """The same student with another deadline per call: the time-limit primitive."""
@@ -92,14 +102,23 @@ class Student:
         """A helper object or data set (autograder/support.py), made in the student's process."""
         return self._request({"op": "support", "name": name}, {"args": list(args)}, f"creating {name}")
 
-    def _request(self, message: dict, payload: dict, label: str, timeout: float | None = None):
+    def _request(self, message: dict, payload: dict, label: str, timeout: float | None = None, *,
+                 mark: tuple | None = None, origin: str | None = None):
+        """One request. `mark` names the student's function it runs (see `Remote._mark_key`); objects
+        in the reply become Remotes that keep `origin`, the student name their chain started from."""
+        root = self._root
+        if mark is not None and mark[0] in root._timed_out:
+            raise NotCalledAgain(self._not_called_again(*root._timed_out[mark[0]]))
         arrays: list = []
         for key, value in payload.items():
             message[key] = wire.encode(value, arrays, make_handle=_handle_of)
         try:
             reply, reply_arrays = self._channel.request(message, arrays, timeout or self._timeout)
         except WorkerFailure as failure:
-            raise StudentCrash(_crash_message(failure, label, timeout or self._timeout)) from None
+            text = _crash_message(failure, label, timeout or self._timeout)
+            if failure.kind == "timeout" and mark is not None:  # the grader's clock ran out, nothing else
+                root._timed_out.setdefault(mark[0], (mark[1], text, root._current_check))
+            raise StudentCrash(text) from None
         if reply.get("output"):
             self.printed.append(str(reply["output"]))
         event = reply.get("event")
@@ -121,48 +140,88 @@ class Student:
             raise StudentCrash(f"{label}: the student's process sent an unexpected reply")
         try:
             return wire.decode(reply.get("value"), reply_arrays,
-                               resolve_handle=lambda h: Remote(self, {"handle": h.id}, f"<{h.type_name}>"))
+                               resolve_handle=lambda h: Remote(self, {"handle": h.id}, f"<{h.type_name}>",
+                                                               origin=origin, type_name=h.type_name))
         except wire.WireError as exc:
             raise StudentCrash(f"{label}: unreadable reply ({exc})") from None
 
+    def _not_called_again(self, shown: str, text: str, spec) -> str:
+        """Why a call fails at once: where its function ran past its limit, and what that check said."""
+        if spec is None:
+            return f"{shown} ran past its time limit earlier; not called again. There: {text}"
+        now = self._root._current_check
+        if not spec.public and (now is None or now.public):  # a public check never quotes a hidden one
+            return f"{shown} ran past its time limit in a hidden check (Q{spec.question}); not called again."
+        title = spec.title if len(spec.title) <= 80 else spec.title[:77] + "..."
+        return f'{shown} ran past its time limit in check "{title}" (Q{spec.question}); not called again. There: {text}'
+
 
 class Remote:
-    """A function, class, object or attribute in the worker."""
+    """A function, class, object or attribute in the worker.
 
-    def __init__(self, student: Student, target: dict, label: str):
+    `origin` is the student's name the chain began with (`NGramLM` for `student.NGramLM(2, v).fit(c)`),
+    None for objects the grader made there (`put`, `support`); `type_name` is an object's type.
+    """
+
+    def __init__(self, student: Student, target: dict, label: str, *, origin: str | None = None,
+                 type_name: str | None = None):
         self._student, self._target, self._label = student, target, label
+        self._origin, self._type = origin, type_name
 
     def __getattr__(self, attr: str) -> "Remote":
         if attr.startswith("_"):
             raise AttributeError(attr)
         target = dict(self._target, attrs=self._target.get("attrs", []) + [attr])
-        return Remote(self._student, target, f"{self._label}.{attr}")
+        return Remote(self._student, target, f"{self._label}.{attr}", origin=self._origin, type_name=self._type)
+
+    def _mark_key(self) -> tuple | None:
+        """(key, name shown) of the student's function or method this runs, for time-limit marks.
+
+        A module-level name with its attributes (`train_lm`, `NGramLM.from_counts`); a method of an
+        object by its type and the name its chain began with, so `lm.prob` of any `NGramLM(...)` is one
+        key, while a method of the grader's own helper objects (which run the student's code passed to
+        them, whatever it is) is none.
+        """
+        if self._origin is None:
+            return None
+        attrs = list(self._target.get("attrs", []))
+        if "name" in self._target:
+            path = ".".join([str(self._target["name"]), *attrs])
+            return ("name", path), f"`{path}`"
+        kind = str(self._type)[:60]
+        shown = f"`{kind}.{'.'.join(attrs) or '__call__'}`"
+        if kind != self._origin:
+            shown += f" (of an object `{self._origin}` made)"
+        return ("object", self._origin, kind, *attrs), shown
+
+    def _call(self, message: dict, payload: dict, label: str, timeout: float | None = None):
+        return self._student._request(message, payload, label, timeout, mark=self._mark_key(), origin=self._origin)
 
     def __call__(self, *args, **kwargs):
         label = f"{self._label}({describe_args(args, kwargs)})"
-        return self._student._request({"op": "call", "target": self._target}, {"args": list(args), "kwargs": kwargs}, label)
+        return self._call({"op": "call", "target": self._target}, {"args": list(args), "kwargs": kwargs}, label)
 
     def map(self, calls: list[tuple], timeout: float | None = None) -> list:
         """Call once per argument tuple, in one round trip (fast for thousands of small calls)."""
         label = f"{self._label}(...) over {len(calls)} inputs"
-        return self._student._request({"op": "call", "target": self._target, "map": True},
-                                      {"args": [list(c) for c in calls]}, label, timeout)
+        return self._call({"op": "call", "target": self._target, "map": True},
+                          {"args": [list(c) for c in calls]}, label, timeout)
 
     def get(self):
         """The attribute's value (plain data, or another Remote)."""
-        return self._student._request({"op": "getattr", "target": self._target}, {}, self._label)
+        return self._call({"op": "getattr", "target": self._target}, {}, self._label)
 
     def vjp(self, args: list, wrt: list[int], cotangent, output_index: int = 0) -> dict:
         """Output and gradients of sum(output * cotangent) w.r.t. args[wrt] and module parameters."""
         label = f"backward through {self._label}({describe_args(args, {})})"
-        return self._student._request({"op": "vjp", "target": self._target, "wrt": wrt, "output_index": output_index},
-                                      {"args": list(args), "cotangent": cotangent}, label)
+        return self._call({"op": "vjp", "target": self._target, "wrt": wrt, "output_index": output_index},
+                          {"args": list(args), "cotangent": cotangent}, label)
 
     def on_meta(self, *args, dtype: str = "float32", **kwargs) -> dict:
         """Run on the `meta` device (see worker.op_meta): {"outputs": [...], "foreign": str | None}."""
         label = f"{self._label}({describe_args(args, kwargs)}) on the meta device"
-        return self._student._request({"op": "meta", "target": self._target, "dtype": dtype},
-                                      {"args": list(args), "kwargs": kwargs}, label)
+        return self._call({"op": "meta", "target": self._target, "dtype": dtype},
+                          {"args": list(args), "kwargs": kwargs}, label)
 
     def __repr__(self) -> str:
         return f"<student's {self._label}>"

@@ -17,11 +17,13 @@ from pathlib import Path
 from autograder import extract, forbidden
 from autograder.assignments import Assignment
 from autograder.checks import Context, load_reference_results, seed_everything, seed_for
+from autograder.compare import explain_library_error
 from autograder.errors import CheckFailed
 from autograder.remote import Student, StudentError
 from autograder.sandbox import Limits, Sandbox, WorkerFailure
 
 OUTPUT_LIMIT = 4000  # characters of feedback per check
+TRUNCATED = "\n... (feedback truncated)"
 
 
 @dataclass
@@ -35,6 +37,11 @@ class CheckResult:
     output: str
     public: bool
     extra: bool = False
+    # The check's hint, kept out of `output` until blame is decided (`_blame_earlier_functions`): it
+    # goes in at `hint_at` (after the failure's own message), unless the failure is blamed on a
+    # function of an earlier question, where the hint would point at the wrong place.
+    hint: str = ""
+    hint_at: int = 0
 
 
 @dataclass
@@ -77,8 +84,8 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
         device = "cpu"  # nothing to place on a GPU, and the CPU worker keeps its memory limit
     sub = extract.read_submission(path)
     report = Report(assignment=assignment.id, submission=str(path), device=device, notes=list(sub.notes))
-    check_fns = [fn for fn in assignment.checks(public_only)
-                 if questions is None or fn.lmgrade_check.question in questions]
+    every_check = assignment.checks(public_only)  # read now, before any worker starts (as all the grader's files)
+    check_fns = [fn for fn in every_check if questions is None or fn.lmgrade_check.question in questions]
     ref = None if public_only else assignment.reference()
     cache_tag = _cache_tag(assignment) if ref is not None else None
     if cache_tag is not None and reference_results is None:  # read before the worker starts, never after
@@ -93,6 +100,10 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
         limits = limits or Limits(call_timeout=assignment.call_timeout)
         with Sandbox([c.wire() for c in sub.cells], device=device, import_torch=assignment.uses_torch,
                      limits=limits) as box:
+            try:  # after every read of the grader's files: its import of torch overlaps the scans below
+                box.start()
+            except WorkerFailure:
+                pass  # the first check's call reports it
             student = Student(box, timeout=limits.call_timeout,
                               explain_missing=lambda name: _explain_missing(name, sub, box),
                               explain_name_error=lambda msg: _explain_name_error(msg, sub))
@@ -106,7 +117,7 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
                                       else _run_check(fn, student, box, limits, ctx_args))
             report.notes += _load_notes(sub, box)
         _blame_earlier_functions(report.results, [fn.lmgrade_check for fn in check_fns],
-                                 [fn.lmgrade_check for fn in assignment.checks(public_only)])
+                                 [fn.lmgrade_check for fn in every_check])
     report.execution_time = time.monotonic() - started
     return report
 
@@ -119,27 +130,48 @@ def reference_results(assignment: Assignment) -> dict:
 
 
 def _blame_earlier_functions(results: list, specs: list, all_specs: list) -> None:
-    """A check that fails because a function it `needs` is wrong says so, naming that function's question.
+    """A check that fails because a function it `needs` is wrong says so, naming that function's question,
+    and then leaves out its own hint (it would point at the wrong place); every other failure gets its hint.
 
+    A name fails only when a check that grades it failed in this run. A check grades the names of its
+    `uses` whose question is its own (a name's question: the first one whose checks use it), and of
+    those only the names no narrower check grades: a check of `Block` that also uses
+    `MultiHeadAttention` blames `Block`, because the attention checks grade `MultiHeadAttention`.
     `all_specs` are every check of the assignment, also those of questions not graded in this run: a
     name with a check of its own is blamed only when that check ran and failed.
     """
-    failing: dict[str, str] = {}  # student name -> question of a failing check that grades it
-    graded_alone = {spec.uses[0] for spec in all_specs if len(spec.uses) == 1}
+    home = _home_questions(all_specs + specs)
+    graded = {spec.name: frozenset(n for n in spec.uses if home[n] == spec.question) for spec in all_specs + specs}
+    holding = {name: [g for g in graded.values() if name in g] for name in home}  # graded sets naming it
+    failing: set[str] = set()
     for result, spec in zip(results, specs):
         if not result.passed:
-            for name in spec.uses:  # a check of several names blames only those no check grades alone
-                if len(spec.uses) == 1 or name not in graded_alone:
-                    failing.setdefault(name, spec.question)
+            mine = graded[spec.name]
+            failing |= {n for n in mine if not any(g < mine for g in holding[n])}  # no narrower check
     for result, spec in zip(results, specs):
-        if result.passed or not spec.needs:
-            continue
-        lines = [f"`{name}` (Q{failing[name]}) fails its own checks; fix it first."
-                 for name in spec.needs if name in failing and name not in spec.uses]
+        lines = [] if result.passed else [
+            f"`{name}` (Q{home[name]}) fails its own checks; fix it first."
+            for name in dict.fromkeys(spec.needs) if name in failing and name not in graded[spec.name]]
+        if result.hint and not lines:
+            result.output = result.output[:result.hint_at] + f"\nHint: {result.hint}" + result.output[result.hint_at:]
+        result.hint, result.hint_at = "", 0  # settled: in the output or left out
         if lines:
             blame = "\n" + "\n".join(lines)
-            room = OUTPUT_LIMIT + len("\n... (feedback truncated)") - len(blame)
+            room = OUTPUT_LIMIT + len(TRUNCATED) - len(blame)
             result.output = (result.output if len(result.output) <= room else result.output[:room]) + blame
+
+
+def _home_questions(specs: list) -> dict[str, str]:
+    """Student name -> the first question (in question order) whose checks use it."""
+    def order(question: str) -> tuple:
+        return (0, int(question), "") if question.isdigit() else (1, 0, question)
+
+    home: dict[str, str] = {}
+    for spec in specs:
+        for name in spec.uses:
+            if name not in home or order(spec.question) < order(home[name]):
+                home[name] = spec.question
+    return home
 
 
 def _cache_tag(assignment: Assignment) -> str:
@@ -165,6 +197,7 @@ def _banned_message(spec, tainted: dict) -> str | None:
 def _run_check(fn, student: Student, box: Sandbox, limits: Limits, ctx_args: dict) -> CheckResult:
     spec = fn.lmgrade_check
     student._timeout = spec.timeout or limits.call_timeout
+    student._current_check = spec  # names the check in "ran past its time limit in check ..."
     student.printed.clear()
     student.sealed = False
     seed = seed_for(spec.name)
@@ -174,21 +207,23 @@ def _run_check(fn, student: Student, box: Sandbox, limits: Limits, ctx_args: dic
     except WorkerFailure:
         pass  # the check's own call will report what is wrong with the worker
     ctx = Context(student=student, spec=spec, **ctx_args)
+    hint = ""
     try:
         fn(ctx)
         passed, message = True, "Passed."
     except StudentError as exc:
-        passed, message = False, (str(exc) if not student.sealed else
-                                  "Your code raised an error while it was shown held-out text; the message is "
-                                  "not shown for this check. Run the same function on your validation data to "
-                                  "find it.") + (f"\nHint: {spec.hint}" if spec.hint else "")
+        passed, message, hint = False, (explain_library_error(str(exc), spec.uses + spec.needs) if not student.sealed else
+                                        "Your code raised an error while it was shown held-out text; the message "
+                                        "is not shown for this check. Run the same function on your validation "
+                                        "data to find it."), spec.hint
     except CheckFailed as exc:
-        passed, message = False, str(exc) + (f"\nHint: {spec.hint}" if spec.hint else "")
+        passed, message, hint = False, explain_library_error(str(exc), spec.uses + spec.needs), spec.hint
     except Exception as exc:  # noqa: BLE001 - a bug in one check must not sink the others
         passed = False
         message = (f"The grader could not finish this check ({type(exc).__name__}); this is not your fault. "
                    "Please tell the course staff.")
         print(f"[lmgrade] internal error in check {spec.name}:\n{traceback.format_exc()}", file=sys.stderr)
+    hint_at = len(message)
     if ctx.notes:
         message += "\n" + "\n".join(ctx.notes)
     if student.printed and student.sealed:
@@ -196,15 +231,19 @@ def _run_check(fn, student: Student, box: Sandbox, limits: Limits, ctx_args: dic
     elif student.printed:
         printed = "".join(student.printed)
         message += f"\nYour code printed:\n{printed[:1000]}" + ("..." if len(printed) > 1000 else "")
-    return _result(spec, passed, message)
+    return _result(spec, passed, message, hint=hint, hint_at=hint_at)
 
 
-def _result(spec, passed: bool, message: str) -> CheckResult:
-    if len(message) > OUTPUT_LIMIT:
-        message = message[:OUTPUT_LIMIT] + "\n... (feedback truncated)"
+def _result(spec, passed: bool, message: str, *, hint: str = "", hint_at: int | None = None) -> CheckResult:
+    """The result of one check; a failure's `hint` waits outside `output` (see CheckResult), with room kept."""
+    hint = hint if not passed else ""
+    limit = OUTPUT_LIMIT - (len(f"\nHint: {hint}") if hint else 0)
+    if len(message) > limit:
+        message = message[:limit] + TRUNCATED
     return CheckResult(name=spec.name, question=spec.question, title=spec.title,
                        score=spec.points if passed else 0.0, max_score=spec.points, passed=passed,
-                       output=message, public=spec.public, extra=spec.extra)
+                       output=message, public=spec.public, extra=spec.extra, hint=hint,
+                       hint_at=min(len(message) if hint_at is None else hint_at, limit))
 
 
 def _cell_names(cell: extract.Cell) -> set[str]:

@@ -224,6 +224,7 @@ class Sandbox:
         self.defined: list[str] = []
         self.restarts = 0
         self.proc: subprocess.Popen | None = None
+        self._loaded = False  # the graded cells are loaded in `proc` (see `start`)
         self._channel = None
         self._rules: tuple | None = None
         self._shm_before: set = set()
@@ -314,11 +315,13 @@ class Sandbox:
 
         bootstrap = ("import sys; sys.path.insert(0, sys.argv[1]); "
                      "from autograder.worker import main; main(sys.argv[1:])")
+        preload = ["torch"] if self.import_torch else []  # imported before the first request arrives
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [python, *WORKER_FLAGS, "-c", bootstrap, str(self.sitedir), str(to_worker_r), str(from_worker_w)],
+                [python, *WORKER_FLAGS, "-c", bootstrap, str(self.sitedir), str(to_worker_r), str(from_worker_w),
+                 *preload],
                 cwd=self.scratch, env=self._env(cuda), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, pass_fds=(to_worker_r, from_worker_w), start_new_session=True,
                 preexec_fn=prepare_child)
@@ -347,13 +350,13 @@ class Sandbox:
         python = self.limits.worker_python or sys.executable
         bootstrap = ("import os, sys; sys.path.insert(0, sys.argv[1]); r, w = os.dup(0), os.dup(1)\n"
                      "if sys.platform == 'win32':\n import msvcrt; msvcrt.setmode(r, os.O_BINARY); msvcrt.setmode(w, os.O_BINARY)\n"
-                     "from autograder.worker import main; main([sys.argv[1], str(r), str(w)])")
+                     "from autograder.worker import main; main([sys.argv[1], str(r), str(w), *sys.argv[2:]])")
         flags = getattr(subprocess, "CREATE_NO_WINDOW", 0) | getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
         try:
             self.proc = subprocess.Popen(
-                [python, *WORKER_FLAGS, "-c", bootstrap, str(self.sitedir)], cwd=self.scratch,
-                env=self._env(False), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                bufsize=0, **({"creationflags": flags} if flags else {}))
+                [python, *WORKER_FLAGS, "-c", bootstrap, str(self.sitedir), *(["torch"] if self.import_torch else [])],
+                cwd=self.scratch, env=self._env(False), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, bufsize=0, **({"creationflags": flags} if flags else {}))
         except (OSError, subprocess.SubprocessError) as exc:
             raise WorkerFailure("unavailable", f"the worker process could not start: {exc}") from None
         self._channel = _ThreadChannel(self.proc)
@@ -383,14 +386,27 @@ class Sandbox:
             pass
         if self._channel is not None:
             self._channel.close()
-        self.proc, self._channel = None, None
+        self.proc, self._channel, self._loaded = None, None, False
         # nothing a worker wrote outlives it: its scratch dir is emptied, its /dev/shm files removed
         _empty_dir(self.scratch)
         if self.identity:  # same uid as the grader: Landlock forbids /dev/shm, or nothing tells whose a file is
             _clean_shm(self._shm_before, self.identity[0])
 
+    def start(self) -> None:
+        """Start the worker process now; the graded cells load with the first request.
+
+        Why: the worker's start is mostly `import torch` (about a second), which it does before it
+        reads anything; started before the grader's own work on the submission (scans, setup), the
+        two overlap. Nothing of the student's runs before the first request.
+        """
+        if self.proc is None:
+            if self.restarts > self.limits.max_restarts:
+                raise WorkerFailure("unavailable", "the student's process was restarted too many times")
+            self.restarts += 1
+            self._spawn()
+
     def ensure_started(self) -> None:
-        """Start a worker and load the graded cells, skipping any cell that kills the load.
+        """Start a worker (unless `start` did) and load the graded cells, skipping any cell that kills the load.
 
         The load deadline is the grader's: each graded cell gets `load_timeout` CPU seconds from the
         moment the worker announces it (in order, once each; a cell that writes its own progress
@@ -398,11 +414,8 @@ class Sandbox:
         wall seconds, whatever the worker sends.
         """
         limits = self.limits
-        while self.proc is None:
-            if self.restarts > limits.max_restarts:
-                raise WorkerFailure("unavailable", "the student's process was restarted too many times")
-            self.restarts += 1
-            self._spawn()
+        while not self._loaded:
+            self.start()
             current: list[int | None] = [None]
             cells = [c for c in self.cells if c["index"] not in self.skip]
             order = [c["index"] for c in cells]
@@ -437,6 +450,7 @@ class Sandbox:
             self.cell_errors = [e for e in errors if type(e) is dict and type(e.get("error")) is dict] \
                 if type(errors) is list else []
             self.defined = [n for n in defined if type(n) is str] if type(defined) is list else []
+            self._loaded = True
 
     # ---- requests ------------------------------------------------------------------------
     def request(self, message: dict, arrays: list, timeout: float) -> tuple[dict, list]:

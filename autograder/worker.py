@@ -358,6 +358,7 @@ def describe(exc: BaseException) -> dict:
 
 
 def main(argv: list[str]) -> None:
+    """argv: [site dir, read fd, write fd, modules to import before the first request ("torch")]."""
     rfd, wfd = int(argv[1]), int(argv[2])
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # C-level writes and os.write(1, ...) go nowhere
@@ -365,6 +366,8 @@ def main(argv: list[str]) -> None:
     worker = Worker(rfd, wfd)
     sys.stdout = sys.stderr = worker.out
     sys.stdin = io.StringIO("")
+    if "torch" in argv[3:]:  # while the grader prepares: `op_load` would import it before any cell anyway
+        import torch  # noqa: F401
     worker.serve()
 
 
