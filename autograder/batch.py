@@ -60,6 +60,7 @@ class Entry:
     links: list[str] = field(default_factory=list)  # symbolic links skipped for this submission
     people: list[dict[str, str]] = field(default_factory=list)  # export metadata per student ({name, email, sid})
     submission_id: str = ""  # Gradescope's submission id, for a submission from an export
+    owner: str = ""  # the student id(s) as found, before clashes were renamed: what `--shard` partitions
 
 
 def discover(inputs: list[Path], assignment: Assignment, workdir: Path, skip: Path | None = None) -> list[Entry]:
@@ -74,6 +75,8 @@ def discover(inputs: list[Path], assignment: Assignment, workdir: Path, skip: Pa
             entries += _from_dir(item, assignment, skip, _Shown(item, shown))
         elif item.is_file():  # named by the TA on the command line: taken as given
             entries.append(Entry("", [student_id(item.stem, assignment.id)], item, clean(item)))
+    for e in entries:  # before _unique_ids: a classmate's file never moves this student to another shard
+        e.owner = "+".join(e.students)
     _unique_ids(entries)
     return entries
 
@@ -583,31 +586,41 @@ class BatchResult:
     errors: list[str] = field(default_factory=list)
     summary: str = ""
     write_errors: list[str] = field(default_factory=list)  # output files that could not be written
+    shard: tuple[int, int] | None = None  # (K, N) of `--shard K/N`: `entries` are that part only
+    merged: int = 0  # `lmgrade merge`: the number of shards these records come from
+    notes: list[str] = field(default_factory=list)  # `lmgrade merge`: what it left aside
 
 
 class Interrupted(Exception):
     """Ctrl-C during a batch: what was finished is saved; the same command continues."""
 
-    def __init__(self, saved: int, total: int):
-        super().__init__(f"interrupted: {saved} of {total} graded and saved; run the same command to continue")
+    def __init__(self, saved: int, total: int, what: str = ""):
+        super().__init__(f"{what}interrupted: {saved} of {total} graded and saved; run the same command to continue")
         self.saved, self.total = saved, total
 
 
 def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1, device: str = "cpu",
         questions: list[str] | None = None, force: bool = False, limits: sandbox.Limits | None = None,
-        progress: bool | None = None, submission_timeout: float = SUBMISSION_TIMEOUT) -> BatchResult:
+        progress: bool | None = None, submission_timeout: float = SUBMISSION_TIMEOUT,
+        shard: tuple[int, int] | None = None) -> BatchResult:
     """Grade every submission found in `inputs` and write OUT/grades.csv, OUT/feedback/, OUT/summary.txt,
     OUT/histogram.png. Already graded submissions (same file, same checks) are skipped unless `force`;
     `questions` regrades only those questions and merges them into the earlier results.
 
     Each submission's record is saved (atomically) the moment it is graded, so Ctrl-C loses only
     the submissions in progress: it raises `Interrupted` once every grader process is gone.
+
+    `shard=(K, N)` grades only part K of N (see `autograder.shard`) and writes only that part's
+    records and its manifest, never grades.csv or another shard's files; `lmgrade merge` writes
+    the outputs once every part is done.
     """
+    from autograder import shard as sharding  # imports this module: only here, not at the top
     results.make_dir(out)
     state = out / ".lmgrade"
-    entries = discover(inputs, assignment, state, skip=out)
-    if not entries:
+    everyone = discover(inputs, assignment, state if shard is None else sharding.workdir(state, *shard), skip=out)
+    if not everyone:
         raise ValueError(f"no submissions (.ipynb or .py files, or one folder per student) in {', '.join(map(clean, inputs))}")
+    entries = everyone if shard is None else sharding.part(everyone, *shard)
     records = load_records(state / "records")  # read once: nothing written later by a worker counts
     digest = checks_digest(assignment)
     all_questions = sorted({spec.question for spec in check_specs(assignment)}, key=results._qkey)
@@ -615,7 +628,9 @@ def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1,
         unknown = sorted(set(questions) - set(all_questions))
         if unknown:
             raise ValueError(f"no such question in {assignment.id}: {', '.join(unknown)} (it has {', '.join(all_questions)})")
-    todo, problems, result = [], [], BatchResult(entries=entries, records={})
+    todo, problems, result = [], [], BatchResult(entries=entries, records={}, shard=shard)
+    tracker = None if shard is None else sharding.Manifest(state, shard, assignment.id, digest, questions, inputs,
+                                                           everyone)
     saved = [0]
     bar = None
     try:
@@ -629,6 +644,8 @@ def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1,
                 result.records[entry.key] = old
                 result.skipped += 1
                 saved[0] += 1
+                if tracker is not None:
+                    tracker.mark(entry, old, save=False)
                 continue
             same_file = old if (questions and old and old.get("sha256") == sha and old.get("report")) else None
             problem = _problem(entry, assignment)
@@ -636,10 +653,13 @@ def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1,
                 problems.append((entry, sha, problem))
             else:
                 todo.append((entry, sha, same_file))
+        if tracker is not None:
+            tracker.save()  # before any grading: a shard killed from here on still says what it owns
         # one count per submission: the unchanged ones at once, then each as it is recorded or graded
         bar = _progress(len(entries), progress, skipped=result.skipped)
         for entry, sha, (status, message) in problems:
-            _finish(result, state, _problem_record(entry, sha, digest, all_questions, status, message), entry)
+            _finish(result, state, _problem_record(entry, sha, digest, all_questions, status, message), entry,
+                    tracker)
             saved[0] += 1
             bar(entry, f"{status}: {message}")
         config = {"assignment": assignment.id, "root": str(assignment.root), "device": device,
@@ -648,25 +668,38 @@ def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1,
 
         def done(entry: Entry, outcome: Outcome) -> None:  # in a grading thread, under its lock
             _, sha, old = pending[entry.key]
-            _finish(result, state, _record(entry, sha, digest, outcome, questions, all_questions, old), entry)
+            _finish(result, state, _record(entry, sha, digest, outcome, questions, all_questions, old), entry,
+                    tracker)
             saved[0] += 1
 
         _grade_all(todo, config, questions, jobs, bar, submission_timeout, done)
         bar(None, None)
         for key, record in result.records.items():  # all of them again: undo anything a worker wrote meanwhile
             _write_text(state / "records" / f"{key}.json", json.dumps(record, indent=1))
-        write_outputs(result, assignment, out, all_questions)
+        if tracker is None:
+            write_outputs(result, assignment, out, all_questions)
+        else:
+            tracker.finish(result.records)
+            result.summary = sharding.shard_summary(result, assignment, len(everyone), out)
     except KeyboardInterrupt:
         if bar is not None:
             bar(None, None)
-        raise Interrupted(saved[0], len(entries)) from None
+        if tracker is not None:
+            try:
+                tracker.save("interrupted")
+            except OSError:
+                pass  # the records say the same; merge then reports the shard as running
+        raise Interrupted(saved[0], len(entries), f"shard {shard[0]}/{shard[1]}: " if shard else "") from None
     return result
 
 
-def _finish(result: BatchResult, state: Path, record: dict, entry: Entry) -> None:
-    """Keep one submission's record and save it at once (write first, report after)."""
+def _finish(result: BatchResult, state: Path, record: dict, entry: Entry, tracker=None) -> None:
+    """Keep one submission's record and save it at once (write first, report after); a shard's
+    manifest names it as done only once the record is on disk."""
     result.records[entry.key] = record
     _write_text(state / "records" / f"{entry.key}.json", json.dumps(record, indent=1))
+    if tracker is not None:
+        tracker.mark(entry, record)
     if record["status"] == "graded":
         result.graded += 1
     else:
@@ -970,8 +1003,12 @@ def summary_text(assignment, result: BatchResult, totals, per_question, per_chec
     """The batch in a few lines. Every mean says what it is over: which submissions it counts and
     which it leaves out (unreadable, no file, ...), so "mean 4.2" is never read as the class's mean."""
     left_out = left_out or {}
-    lines = [f"{assignment.id}: {len(result.entries)} submissions; graded now {result.graded}, "
-             f"unchanged since the last run {result.skipped}, could not be graded {len(result.errors)}"]
+    if result.merged:
+        lines = [f"{assignment.id}: {len(result.entries)} submissions, merged from {result.merged} shard"
+                 f"{'s' if result.merged != 1 else ''}; graded {result.graded}, could not be graded {len(result.errors)}"]
+    else:
+        lines = [f"{assignment.id}: {len(result.entries)} submissions; graded now {result.graded}, "
+                 f"unchanged since the last run {result.skipped}, could not be graded {len(result.errors)}"]
     if totals:
         no_file = sum(1 for e in result.entries if result.records.get(e.key, {}).get("missing"))
         over = f"over these {len(totals)}" + (f", {no_file} with no file as 0" if no_file else "")

@@ -14,9 +14,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from autograder import assignments, batch, build, extract, results, runner, sandbox
+from autograder import assignments, batch, build, extract, results, runner, sandbox, shard
 
-STAFF_COMMANDS = ("build", "gradescope", "grade", "selfcheck")  # need the course's hidden checks and solutions
+STAFF_COMMANDS = ("build", "gradescope", "grade", "merge", "selfcheck")  # need the course's hidden checks and solutions
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 INTERRUPTED = 130  # what a shell reports for a command ended by Ctrl-C
 
@@ -48,8 +48,14 @@ In a notebook, check_notebook() does the same for the notebook that is open.""",
   lmgrade grade subs/ --assignment ngram --out grades/ --jobs 2               a folder (one file or folder per student)
   lmgrade grade export.zip --assignment ngram --out grades/                   a Gradescope "Export Submissions" zip
   lmgrade grade subs/ --assignment ngram --out grades/ --question 3           regrade question 3 for everyone
+  lmgrade grade subs/ --assignment ngram --out grades/ --shard 2/8            part 2 of 8 (then: lmgrade merge grades/)
 
 Ctrl-C stops a batch cleanly; the same command continues where it stopped.""",
+    "merge": """examples:
+  lmgrade merge grades/                             shards that shared one OUT folder
+  lmgrade merge shard-0/ shard-1/ --out grades/     shards that wrote separate folders
+
+Exit status 3 (and nothing written) when a shard is missing or unfinished; it names the command that finishes it.""",
     "selfcheck": """example:
   lmgrade selfcheck        (about 2 minutes with a warm cache, on two cores; exit 1 on any unexpected score)""",
 }
@@ -135,6 +141,17 @@ def make_parser(bundle: bool | None = None) -> argparse.ArgumentParser:
         p.add_argument("--allow-unconfined", action="store_true",
                        help="grade even where student code cannot be confined (no Landlock, no worker user): "
                             "only for submissions you trust")
+        p.add_argument("--shard", type=shard.parse, metavar="K/N",
+                       help="batch mode: grade only part K of N (K from 0 to N-1, e.g. $SLURM_ARRAY_TASK_ID/8), "
+                            "saving its records; `lmgrade merge OUT` then writes grades.csv and the rest")
+
+        p = sub.add_parser("merge", help="write one grades.csv from the shards of a batch (grade --shard K/N)",
+                           **_parser("Write grades.csv, feedback/, summary.txt and histogram.png from every shard's "
+                                     "records, as one run over the whole batch would; refuse (exit 3) while a "
+                                     "shard is missing or unfinished.", EXAMPLES["merge"]))
+        p.add_argument("outs", nargs="+", type=Path, metavar="OUT", help="the --out folder(s) the shards graded into")
+        p.add_argument("--out", type=Path, metavar="DIR", help="write the merged outputs here (default: the one OUT given)")
+        p.add_argument("--assignment", choices=assignments.IDS, help="check that the shards graded this assignment")
 
         sub.add_parser("selfcheck", help="build, then grade the staff solution and the starter of every finished assignment",
                        **_parser("Check generated files, then grade every finished assignment's staff "
@@ -151,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
         return {"build": _build, "check": _check, "grade": _grade, "selfcheck": _selfcheck,
-                "gradescope": _gradescope}[args.command](args)
+                "gradescope": _gradescope, "merge": _merge}[args.command](args)
     except (assignments.UnknownAssignment, ValueError) as exc:
         print(f"lmgrade: error: {results.clean(exc)}", file=sys.stderr)
         return 2
@@ -255,7 +272,7 @@ def _grade(args) -> int:
                              f"(cuda:0 to cuda:{torch.cuda.device_count() - 1}); use --device cuda or auto")
     if args.out is not None or any(p.is_dir() or p.suffix.lower() == ".zip" for p in args.submissions):
         return _grade_batch(args, assignment, device)
-    if args.jobs != 1 or args.force:
+    if args.jobs != 1 or args.force or args.shard:
         raise ValueError("--jobs and --force are batch options: add --out DIR")
     if args.json and len(args.submissions) != 1:
         raise ValueError("--json writes one results file: give exactly one submission")
@@ -311,14 +328,41 @@ def _grade_batch(args, assignment, device: str) -> int:
     _require_confinement(args)
     signal.signal(signal.SIGTERM, _interrupt)  # `kill`, `timeout`, a scheduler: stop as cleanly as Ctrl-C
     result = batch.run(args.submissions, assignment, args.out, jobs=args.jobs, device=device,
-                       questions=args.question, force=args.force)
+                       questions=args.question, force=args.force, shard=args.shard)
     print(result.summary)
-    print(f"wrote {args.out / 'grades.csv'}, {args.out / 'feedback'}/, {args.out / 'summary.txt'}, "
-          f"{args.out / 'histogram.png'}")
+    if args.shard is None:
+        print(f"wrote {args.out / 'grades.csv'}, {args.out / 'feedback'}/, {args.out / 'summary.txt'}, "
+              f"{args.out / 'histogram.png'}")
     status = 0
     if result.errors:
         print(f"lmgrade: {len(result.errors)} submission(s) could not be graded; run the same command again "
               "to retry them", file=sys.stderr)
+        status = 1
+    if result.write_errors:
+        print(f"lmgrade: {len(result.write_errors)} output file(s) could not be written (listed in the summary)",
+              file=sys.stderr)
+        status = 1
+    return status
+
+
+def _merge(args) -> int:
+    """The shards' records as one batch; exit 3, with what is missing and how to finish it, rather
+    than a grades.csv that silently lacks a shard's students."""
+    try:
+        result = shard.merge(args.outs, dest=args.out, assignment=assignments.get(args.assignment)
+                             if args.assignment else None)
+    except shard.Incomplete as exc:
+        print(f"lmgrade: {results.clean(exc)}", file=sys.stderr)
+        return shard.INCOMPLETE
+    for note in result.notes:
+        print(f"lmgrade: {note}", file=sys.stderr)
+    dest = args.out or args.outs[0]
+    print(result.summary)
+    print(f"wrote {dest / 'grades.csv'}, {dest / 'feedback'}/, {dest / 'summary.txt'}, {dest / 'histogram.png'}")
+    status = 0
+    if result.errors:
+        print(f"lmgrade: {len(result.errors)} submission(s) could not be graded; run their shard again to retry "
+              "them, then merge again", file=sys.stderr)
         status = 1
     if result.write_errors:
         print(f"lmgrade: {len(result.write_errors)} output file(s) could not be written (listed in the summary)",
