@@ -4,19 +4,27 @@ A check is a plain function `def name(t: Context)` with its points, question and
 declared next to it by `@check(...)`. It calls the student's code through `t.student`, gets
 expected values from `t.ref` (hidden checks) or `t.expected(...)` (public checks, answered from
 fixtures so that public checks run without the reference), and fails by raising `CheckFailed`.
+
+Two rules of "only work the grader saw earns points" live here. Every held-out draw and every
+trained model's start comes from the grader's one secret (`Context.secret_seed`, `secret_rng`,
+`secret_state`; the list is HELD_OUT_DRAWS), which the worker cannot compute. A trained model
+earns points only if it descends from that start (`assert_descends`).
 """
 from __future__ import annotations
 
+import hashlib
 import random
 import sys
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from autograder.errors import CheckFailed
 
-__all__ = ["check", "CheckSpec", "Context", "CheckFailed", "seed_everything"]
+__all__ = ["check", "CheckSpec", "Context", "CheckFailed", "seed_everything", "HELD_OUT_DRAWS", "start_correlations",
+           "start_profile", "assert_descends"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,7 @@ class CheckSpec:
     hint: str = ""  # shown under a failure: where such bugs usually hide
     uses: tuple[str, ...] = ()  # student names whose points are withheld if they call a banned built-in
     needs: tuple[str, ...] = ()  # student names from earlier questions this check depends on (for blame)
+    source: str = ""  # the file that declares the check (hidden checks: part of the grader's secret)
 
 
 def check(question: str | int, points: float, title: str, *, public: bool = False, extra: bool = False,
@@ -46,10 +55,15 @@ def check(question: str | int, points: float, title: str, *, public: bool = Fals
     def register(fn):
         fn.lmgrade_check = CheckSpec(name=fn.__name__, question=str(question), points=float(points), title=title,
                                      public=public, extra=extra, timeout=timeout, hint=hint,
-                                     uses=tuple(uses), needs=tuple(needs))
+                                     uses=tuple(uses), needs=tuple(needs), source=_declaring_file(fn))
         return fn
 
     return register
+
+
+def _declaring_file(fn) -> str:
+    code = getattr(fn, "__code__", None)
+    return code.co_filename if code is not None else ""
 
 
 def collect(module) -> list:
@@ -84,6 +98,7 @@ class Context:
     cache_tag: str | None = None  # names the reference version; cached reference results use it
     submission_seed: int = 0  # from the submission's code: fresh data per submission, same on every run
     reference_results: dict | None = None  # cached reference results read before the worker started
+    secret_key: bytes = b""  # a course's own key, mixed into every secret when given (optional)
 
     def __post_init__(self) -> None:
         self.seed = seed_for(self.spec.name)
@@ -125,6 +140,146 @@ class Context:
     def note(self, text: str) -> None:
         """A line shown with the check's result whether it passes or fails (a measured figure, say)."""
         self.notes.append(text)
+
+    def secret_seed(self, purpose: str, bits: int = 64) -> int:
+        """A seed for one draw of this check (`purpose`) that no worker can compute; see HELD_OUT_DRAWS.
+
+        Why: the worker knows its own code, hence `submission_seed`, and the check's name, hence
+        `seed`, so a seed made of those alone is public. This one also hashes the bytes of the file
+        that declares the check and of the reference module, which are never shipped and which the
+        worker cannot read. Same submission, same seed, every run and machine; another submission,
+        check or purpose, an unrelated seed.
+        """
+        if self.spec.public:
+            raise RuntimeError(f"check {self.spec.name} is public: it runs without the grader's files, so it has "
+                               "no secret; draw held-out data in a hidden check")
+        files = (self.spec.source, getattr(self.ref, "__file__", None))
+        if not all(files):
+            raise RuntimeError(f"check {self.spec.name}: no grader secret without the check's file and the reference")
+        digest = hashlib.sha256(b"lmgrade held-out draw v1")
+        for part in (*(_file_digest(f) for f in files), bytes(self.secret_key),
+                     str(self.submission_seed).encode(), self.spec.name.encode(), purpose.encode()):
+            digest.update(len(part).to_bytes(8, "little") + part)  # length-prefixed: no two inputs collide
+        return int.from_bytes(digest.digest()[:8], "little") >> (64 - bits)
+
+    def secret_rng(self, purpose: str) -> np.random.Generator:
+        """numpy's generator from `secret_seed(purpose)`: for held-out data, which never crosses."""
+        return np.random.default_rng(self.secret_seed(purpose))
+
+    def secret_state(self, purpose: str, build) -> dict:
+        """The state dict of the module `build()` makes, its random initialization drawn from the secret.
+
+        Why: a trained model earns points only when it descends from a start the grader chose for this
+        submission (see `assert_descends`). Torch's global generator is left as it was.
+        """
+        import torch
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.secret_seed(purpose))
+            module = build()
+        return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+# ---- the grader's secret: every held-out draw ---------------------------------------------------
+# Every random draw that feeds held-out data or a trained model's start, in every hidden check, by
+# (assignment, check, purpose, what it draws). tests/test_secrets.py finds every `secret_seed`,
+# `secret_rng` and `secret_state` call in assignments/*/hidden_checks.py and compares with this list.
+# Draws of test inputs that cross to the worker anyway (`t.rng`) are not held out and not listed;
+# backprop's and attention's hidden checks make no held-out draw (backprop's held-out text is the
+# fixed test plays, which never cross).
+HELD_OUT_DRAWS = (
+    ("ngram", "shakespeare_heldout", "shakespeare",
+     "which test and validation positions are scored, the order they are asked in, the probe words"),
+    ("ngram", "synthetic_floor", "synthetic", "the hidden Markov language and its train / validation / held-out text"),
+    ("ngram", "synthetic_floor", "synthetic plan", "which positions are scored, the order, the probe words"),
+    ("rnn_lm", "shakespeare_lstm", "initial weights", "the LSTM LM's start (loaded into the student's model)"),
+    ("rnn_lm", "seq2seq_reversal", "initial weights", "the Seq2Seq's start (loaded into the student's model)"),
+    ("rnn_lm", "seq2seq_reversal", "training pairs", "the 12,800 digit strings trained on (sent)"),
+    ("rnn_lm", "seq2seq_reversal", "held-out pairs", "the 500 digit strings scored (never sent)"),
+    ("transformer", "shakespeare_perplexity", "initial weights", "init_state (sent)"),
+    ("transformer", "shakespeare_perplexity", "batch seed", "settings['seed'], hence the batches (sent)"),
+    ("transformer", "synthetic_perplexity", "initial weights", "init_state (sent)"),
+    ("transformer", "synthetic_perplexity", "batch seed", "settings['seed'], hence the batches (sent)"),
+    ("transformer", "synthetic_perplexity", "held-out sentences", "the 1,500 fresh sentences scored (never sent)"),
+    ("transformer", "seq2seq_sorting", "initial weights", "init_state (sent)"),
+    ("transformer", "seq2seq_sorting", "batch seed", "settings['seed'], hence the rows of each batch (sent)"),
+    ("transformer", "seq2seq_sorting", "held-out strings", "the 1,000 digit strings scored (never sent)"),
+)
+
+_DIGESTS: dict[tuple, bytes] = {}  # (path, size, mtime) -> sha256 of the file
+
+
+def _file_digest(path: str) -> bytes:
+    stat = Path(path).stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = hashlib.sha256(Path(path).read_bytes()).digest()
+    return _DIGESTS[key]
+
+
+# ---- provenance: trained weights descend from the grader's start --------------------------------
+def start_correlations(start: dict, final: dict, min_entries: int = 200) -> dict[str, float]:
+    """name -> Pearson correlation of a matrix's entries at the start and after training.
+
+    Why: a run from the grader's start keeps a clear trace of it in every matrix, while weights grown
+    from any other start are independent of it: their correlation is noise of size 1/sqrt(entries).
+    Only matrices (2-D or more) of at least `min_entries` entries count; a missing one counts as 0.
+    """
+    out = {}
+    for name, value in start.items():
+        a = _float64(value)
+        if a.ndim < 2 or a.size < min_entries:
+            continue
+        b = _float64(final[name]) if name in final else None
+        if b is None or b.shape != a.shape:
+            out[name] = 0.0
+            continue
+        a, b = a.ravel() - a.mean(), b.ravel() - b.mean()
+        norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+        out[name] = float(a @ b) / norm if norm > 0 else 0.0
+    return out
+
+
+def start_profile(start: dict, final: dict, min_entries: int = 200) -> dict[str, float]:
+    """The correlations a genuine run (the reference's threshold run) keeps with its start, matrix by matrix.
+
+    Only matrices where that trace stands far out of the noise (over 6 / sqrt(entries)) are kept: on
+    those, weights from another start cannot pass by chance. A JSON-able reference result.
+    """
+    sizes = {k: _float64(v).size for k, v in start.items()}
+    return {k: round(c, 6) for k, c in start_correlations(start, final, min_entries).items() if c > 6 / sizes[k] ** 0.5}
+
+
+def assert_descends(start: dict, final: dict, profile: dict, what: str, *, least: float, mean: float) -> dict:
+    """Fail unless the matrices of `profile` keep enough of the correlation with their start that the
+    reference's own run keeps (`start_profile`): each at least `least` of it, and `mean` of it on average.
+
+    Why both: matrices that training barely moves (embeddings keep 0.98-0.99 of their start) make a
+    blend of pasted weights with the grader's start costly, and so does the average over every
+    matrix, while a single matrix may move more in one honest run than in another (the attention
+    of a last layer, say), which the lower bound on each leaves room for. Returns the shares kept.
+    The message names the matrix and the figures, never the start.
+    """
+    if not profile:
+        raise RuntimeError(f"{what}: no matrix to compare with the start")
+    corrs = start_correlations({k: start[k] for k in profile}, final, min_entries=0)
+    kept = {name: corrs[name] / profile[name] for name in profile}
+    name = min(kept, key=kept.get)
+    average = sum(kept.values()) / len(kept)
+    if not (kept[name] >= least and average >= mean):  # NaN fails too
+        raise CheckFailed(
+            f"{what}: the returned weights do not descend from the initial weights the grader gave: `{name}` keeps a "
+            f"correlation of {corrs[name]:.3f} with its start, where training from it keeps about {profile[name]:.2f}; "
+            f"over the {len(kept)} matrices compared, {average:.0%} of that trace is kept (training keeps about 90%, "
+            f"{mean:.0%} and at least {least:.0%} in every matrix are needed). Only a model your function trained, from "
+            "the start it is given, earns these points: train the model (or init_state) you receive, without "
+            "re-creating or re-initializing it, and never load weights trained elsewhere.")
+    return kept
+
+
+def _float64(value) -> np.ndarray:
+    if hasattr(value, "detach"):  # a torch tensor, on any device
+        value = value.detach().cpu().double().numpy()
+    return np.asarray(value, dtype=np.float64)
 
 
 # ---- reference results, read before any worker starts ---------------------------------------------

@@ -14,7 +14,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import extract, forbidden
+from autograder import extract, forbidden, policy
 from autograder.assignments import Assignment
 from autograder.checks import Context, load_reference_results, seed_everything, seed_for
 from autograder.compare import explain_library_error
@@ -107,12 +107,13 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
             student = Student(box, timeout=limits.call_timeout,
                               explain_missing=lambda name: _explain_missing(name, sub, box),
                               explain_name_error=lambda msg: _explain_name_error(msg, sub))
+            refused = policy.refused(sub.cells, assignment)  # outside the subset the grader can read
             tainted = forbidden.tainted_names(sub.cells, assignment.forbidden)
             reaches = [use for uses in forbidden.tainted_names(sub.cells, forbidden.ENGINE_NAMES).values()
                        for use in uses]
             student.tampering = str(reaches[0]) if reaches else None
             for fn in check_fns:
-                banned = _banned_message(fn.lmgrade_check, tainted)
+                banned = policy.withheld(fn.lmgrade_check, refused) or _banned_message(fn.lmgrade_check, tainted)
                 report.results.append(_result(fn.lmgrade_check, False, banned) if banned
                                       else _run_check(fn, student, box, limits, ctx_args))
             report.notes += _load_notes(sub, box)
@@ -254,11 +255,12 @@ def _explain_missing(name: str, sub: extract.Submission, box: Sandbox) -> str:
     for cell in sub.cells:
         if name not in _cell_names(cell):
             continue
-        if cell.index in box.skip:
-            return (f"`{name}` is in graded cell {cell.number}, which {_skip_reason(box.skip[cell.index])} "
+        skip, cell_errors = box.first_load or ({}, [])  # a reload's words may carry a check's input
+        if cell.index in skip:
+            return (f"`{name}` is in graded cell {cell.number}, which {_skip_reason(skip[cell.index])} "
                     "while the grader loaded it, so the cell was skipped. Keep slow or process-ending code "
                     "(training runs, input(), exit) out of graded cells.")
-        for err in box.cell_errors:
+        for err in cell_errors:
             if err.get("index") == cell.index:
                 e = err.get("error", {})
                 return (f"`{name}` was never defined: graded cell {cell.number} raised {e.get('type')}: "
@@ -279,11 +281,17 @@ def _explain_name_error(message: str, sub: extract.Submission) -> str:
 
 
 def _load_notes(sub: extract.Submission, box: Sandbox) -> list[str]:
+    """What the first load of the graded cells said: shown at once, so never a reload's words.
+
+    A reload after a worker restart runs after checks handed the worker their (hidden) inputs, and
+    a cell may read what a call left behind; its errors stay out of every field a student sees.
+    """
     notes = []
     labels = {c.index: c.label for c in sub.cells}  # "graded cell 12 (defining `count_ngrams`)"
-    for index, kind in sorted(box.skip.items()):
+    skip, cell_errors = box.first_load or ({}, [])
+    for index, kind in sorted(skip.items()):
         notes.append(f"G{labels.get(index, 'graded cell ?')[1:]} {_skip_reason(kind)} while loading and was skipped.")
-    for err in box.cell_errors:
+    for err in cell_errors:
         e = err.get("error", {})
         notes.append(f"G{labels.get(err.get('index'), 'graded cell ?')[1:]} raised {e.get('type')}: "
                      f"{str(e.get('message'))[:300]} while loading.")

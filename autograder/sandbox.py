@@ -221,6 +221,9 @@ class Sandbox:
             self.identity = _fallback_identity(limits, limits.worker_python or sys.executable)
         self.skip: dict[int, str] = {}  # cell index -> why it was skipped at load
         self.cell_errors: list[dict] = []  # exceptions raised while loading cells
+        # (skip, cell_errors) of the first load, before any check sent an input: the only load whose
+        # notes may be shown at once; a reload after a restart runs after checks gave the worker inputs
+        self.first_load: tuple[dict[int, str], list[dict]] | None = None
         self.defined: list[str] = []
         self.restarts = 0
         self.proc: subprocess.Popen | None = None
@@ -451,6 +454,8 @@ class Sandbox:
                 if type(errors) is list else []
             self.defined = [n for n in defined if type(n) is str] if type(defined) is list else []
             self._loaded = True
+            if self.first_load is None:
+                self.first_load = (dict(self.skip), list(self.cell_errors))
 
     # ---- requests ------------------------------------------------------------------------
     def request(self, message: dict, arrays: list, timeout: float) -> tuple[dict, list]:

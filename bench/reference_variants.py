@@ -38,3 +38,34 @@ def modules(assignment_id: str):
         return load("variant", path, text)
 
     return load("ref", path), load("hidden", ROOT / "assignments" / assignment_id / "hidden_checks.py"), variant
+
+
+def blend_toward(pasted: dict, start: dict, targets: dict) -> dict:
+    """`pasted` with just enough of `start` added to each matrix named in `targets` that its correlation with
+    `start` is the target.
+
+    Why: the cheapest way round the provenance statistic (autograder.checks.assert_descends) for weights
+    trained elsewhere; the benches score what it does to the model.
+    """
+    import torch
+
+    out = {k: v.clone() for k, v in pasted.items()}
+    for name, target in targets.items():
+        p64 = pasted[name].double()
+        centred = start[name].double() - start[name].double().mean()
+
+        def corr(alpha):
+            x, y = (p64 + alpha * centred).flatten(), centred.flatten()
+            x = x - x.mean()
+            return float(x @ y / (x.norm() * y.norm()))
+
+        low, high = 0.0, 1.0
+        while corr(high) < target:
+            high *= 2
+        for _ in range(40):
+            mid = (low + high) / 2
+            low, high = (mid, high) if corr(mid) < target else (low, mid)
+        out[name] = (p64 + high * centred).to(pasted[name].dtype)
+    if "head.weight" in out and "tok_emb.weight" in out and torch.equal(pasted["head.weight"], pasted["tok_emb.weight"]):
+        out["head.weight"] = out["tok_emb.weight"]  # a tied head stays the embedding
+    return out

@@ -1,16 +1,23 @@
-"""How much room the rnn_lm Q7 perplexity threshold and the Q8 accuracy threshold leave.
+"""How much room the rnn_lm Q7 and Q8 thresholds leave, and how far genuine runs keep their start.
 
-Q7: the grader loads its own initial weights (seed Q7_INIT_SEED) into the student's RNNLM, runs the
-student's `train_lm` with fixed settings, and passes it when the test-play perplexity is at most
-the reference's (same weights, same settings) times 1 + PPL_MARGIN. Training is deterministic, so
-a correct student differs from the reference only by float rounding (other operation orders), which
-grows over 400 SGD steps like a change of seed would. This prints, as ratios to the reference at
-the grader's init: the reference from other initial weights, correct variants written differently,
-and buggy or weaker ones that should fail.
+Q7: the grader loads this submission's own secret initial weights into the student's RNNLM, runs
+the student's `train_lm` with fixed settings, and passes it when the test-play perplexity is at
+most the reference's (threshold run: initial weights of seed Q7_INIT_SEED, same settings) times
+1 + PPL_MARGIN. A correct student differs from the reference by float rounding and, since every
+submission starts elsewhere, by its start. This prints, as ratios to the threshold run: the
+reference from other starts, correct variants written differently, and buggy or weaker ones.
 
-Q8: exact-match accuracy of the weights trained by the reference and by variants, decoded by the
-reference as the grader does, on 500 fresh digit strings over several data seeds, against the fixed
-Q8_MIN_ACCURACY.
+Q8: exact-match accuracy of the weights trained by the reference and by variants from several
+starts and data draws, decoded by the reference as the grader does, on 500 fresh digit strings,
+against the fixed Q8_MIN_ACCURACY.
+
+Provenance (both; `autograder.checks.assert_descends`): for every run above, the smallest and the
+mean share, over the matrices of the reference's start profile, of the correlation with its start
+that the reference's own run keeps (the check passes at START_LEAST and START_MEAN); the largest
+|correlation| of a run from another start with the grader's start (a pasted model); and a pasted
+model trained twice as long elsewhere, blended with just enough of the grader's start for every
+profiled matrix to keep a given share, scored like a submission: the cheapest way round the
+statistic, which must cost more than the threshold's margin where it passes provenance.
 
 Each training runs on one thread, as in the grader's worker.
 Run: .venv/bin/python bench/rnn_lm_thresholds.py [q7|q8]   (about ten minutes on an idle machine)
@@ -26,11 +33,12 @@ torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-
-
-from reference_variants import modules  # noqa: E402 - bench/ is on sys.path when run as a script
+from autograder.checks import start_correlations, start_profile  # noqa: E402
+from reference_variants import blend_toward, modules  # noqa: E402 - bench/ is on sys.path when run as a script
 
 ref, hidden, variant = modules("rnn_lm")
+STARTS = [101, 102, 103, 104, 105, 106]  # stand-ins for submissions' secret starts
+BLENDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)  # shares of the profile a blended pasted model is made to keep
 
 
 CELL = ("        gates = x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T + self.bias_hh  # (B, 4H)\n"
@@ -54,33 +62,78 @@ Q7_VARIANTS = {
 }
 
 
-def q7_perplexity(module, init_seed: int, **overrides) -> float:
+def q7_start(seed: int) -> dict:
+    vocab, _, _ = hidden.char_data()
+    torch.manual_seed(seed)
+    return {k: v.detach().clone() for k, v in hidden.q7_model(ref, len(vocab)).state_dict().items()}
+
+
+def q7_run(module, start: dict, **overrides) -> tuple:
+    """(test perplexity, trained state) of module's train_lm from `start`."""
     vocab, train_ids, test_ids = hidden.char_data()
-    torch.manual_seed(init_seed)
-    init = ref.RNNLM(len(vocab), **hidden.Q7_MODEL, layer=ref.LSTMLayer).state_dict()
     model = module.RNNLM(len(vocab), **hidden.Q7_MODEL, layer=module.LSTMLayer)
-    model.load_state_dict(init)
+    model.load_state_dict(start)
     module.train_lm(model, train_ids, **{**hidden.Q7_SETTINGS, **overrides})
-    return hidden.test_perplexity(model.state_dict(), test_ids)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return hidden.test_perplexity(state, test_ids), state
+
+
+def kept(start, final, profile) -> str:
+    """The smallest and the mean share of the profile's correlation the matrices keep (what assert_descends
+    compares with START_LEAST and START_MEAN), as "least/mean"."""
+    corrs = start_correlations({k: start[k] for k in profile}, final, min_entries=0)
+    shares = [corrs[k] / profile[k] for k in profile]
+    return f"{min(shares):.2f}/{sum(shares) / len(shares):.2f}"
+
+
+def passes_provenance(share: float) -> bool:
+    """A blend that keeps `share` of every matrix's profile (then least = mean = share)."""
+    return share >= hidden.START_LEAST and share >= hidden.START_MEAN
+
+
+def max_abs_corr(start, final) -> float:
+    return max(abs(c) for c in start_correlations(start, final).values())
 
 
 def q7() -> None:
     start = time.process_time()
-    base = q7_perplexity(ref, hidden.Q7_INIT_SEED)
+    threshold = q7_start(hidden.Q7_INIT_SEED)
+    base, state = q7_run(ref, threshold)
+    profile = start_profile(threshold, state)
     took = time.process_time() - start
-    print(f"Q7 reference, grader's init seed {hidden.Q7_INIT_SEED}: test perplexity {base:.3f} per character "
-          f"(threshold x{1 + hidden.PPL_MARGIN:.2f} = {base * (1 + hidden.PPL_MARGIN):.3f}); one run {took:.1f} s CPU",
-          flush=True)
-    seeds = [hidden.Q7_INIT_SEED + 1 + i for i in range(3)]
-    rows = {"reference, other initial weights": (ref, seeds, {})}
+    limit = 1 + hidden.PPL_MARGIN
+    print(f"Q7 threshold run (init seed {hidden.Q7_INIT_SEED}): test perplexity {base:.3f} per character "
+          f"(threshold x{limit:.2f} = {base * limit:.3f}); one run {took:.1f} s CPU", flush=True)
+    rows = {"reference": (ref, STARTS, {})}
     for name, module in Q7_VARIANTS.items():
         overrides = {} if module else {"steps": hidden.Q7_SETTINGS["steps"] // 2}
-        rows[name] = (module or ref, [hidden.Q7_INIT_SEED] + seeds[:1], overrides)
-    for name, (module, row_seeds, overrides) in rows.items():
-        ratios = [q7_perplexity(module, s, **overrides) / base for s in row_seeds]
-        print(f"  {name:40s} seeds {row_seeds}: " + " ".join(f"{r:.3f}" for r in ratios) + f"  max {max(ratios):.3f}",
-              flush=True)
-    print(f"(ratios to the reference at the grader's init; pass when <= {1 + hidden.PPL_MARGIN:.2f})")
+        rows[name] = (module or ref, STARTS[:2], overrides)
+    trained = {}
+    for name, (module, seeds, overrides) in rows.items():
+        figures = []
+        for seed in seeds:
+            ppl, state = q7_run(module, q7_start(seed), **overrides)
+            figures.append((ppl / base, kept(q7_start(seed), state, profile)))
+            if module is ref and not overrides:
+                trained[seed] = state
+        print(f"  {name:40s} starts {seeds}: ratio " + " ".join(f"{r:.3f}" for r, _ in figures)
+              + f" (max {max(r for r, _ in figures):.3f}); share kept (least/mean) "
+              + " ".join(c for _, c in figures), flush=True)
+    print(f"(ratios to the threshold run; pass when <= {limit:.2f}. Provenance passes when every matrix keeps >= "
+          f"{hidden.START_LEAST} of the profile and all >= {hidden.START_MEAN} on average; profile: "
+          + ", ".join(f"{k} {v:.2f}" for k, v in profile.items()) + ")")
+    vocab, _, test_ids = hidden.char_data()
+    grader_start = q7_start(STARTS[1])
+    print(f"  pasted: a run from start {STARTS[0]} against start {STARTS[1]}: max |correlation| "
+          f"{max_abs_corr(grader_start, trained[STARTS[0]]):.3f}")
+    ppl, pasted = q7_run(ref, q7_start(STARTS[0]), steps=2 * hidden.Q7_SETTINGS["steps"])
+    print(f"  pasted, trained twice as long from start {STARTS[0]}: ratio {ppl / base:.3f}, share kept (least/mean) "
+          f"{kept(grader_start, pasted, profile)}; blended with the grader's start until every matrix keeps a share of:")
+    for share in BLENDS:
+        blended = blend_toward(pasted, grader_start, {k: share * v for k, v in profile.items()})
+        ratio = hidden.test_perplexity(blended, test_ids) / base
+        print(f"    {share:.1f}: ratio {ratio:.3f} ({'passes' if ratio <= limit else 'fails'} the threshold; "
+              f"{'passes' if passes_provenance(share) else 'fails'} provenance)", flush=True)
 
 
 ATTN = "        weights = torch.softmax(scores, dim=-1)  # (B, S)"
@@ -96,14 +149,54 @@ Q8_VARIANTS = {
 }
 
 
+def q8_run(module, seed: int, **overrides) -> tuple:
+    """(accuracy, start, trained state): module's Seq2Seq from start `seed` on data drawn from `seed`, decoded by
+    the reference on 500 fresh strings, as the check does."""
+    start = hidden.s2s_weights(ref, seed, **hidden.Q8_MODEL)
+    model = module.Seq2Seq(hidden.S2S_VOCAB, **hidden.Q8_MODEL)
+    model.load_state_dict(start)
+    rng = np.random.default_rng(seed)
+    settings = {**hidden.Q8_SETTINGS, **overrides}
+    src, tgt = hidden.digit_pairs(rng, settings["steps"] * settings["batch_size"])
+    module.train_seq2seq(model, src, tgt, **settings)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return q8_accuracy(state, rng), start, state
+
+
+def q8_accuracy(state: dict, rng) -> float:
+    trained = hidden.s2s_reference(ref, state, torch.float32, **hidden.Q8_MODEL)
+    test_src, test_tgt = hidden.digit_pairs(rng, hidden.Q8_EVAL)
+    return hidden.exact_match(ref.greedy_translate(trained, test_src, hidden.S2S_MAX + 1), test_tgt)
+
+
 def q8() -> None:
-    seeds = [0, 1, 2]
-    print(f"Q8 exact match on {hidden.Q8_EVAL} fresh strings (pass when >= {hidden.Q8_MIN_ACCURACY:.2f}), data seeds {seeds}")
+    profile = hidden.reference_q8_start(ref)
+    print(f"Q8 exact match on {hidden.Q8_EVAL} fresh strings (pass when >= {hidden.Q8_MIN_ACCURACY:.2f}); provenance "
+          f"passes when every matrix keeps >= {hidden.START_LEAST} of the profile and all >= {hidden.START_MEAN} "
+          "on average: "
+          + ", ".join(f"{k} {v:.2f}" for k, v in profile.items()))
+    trained = {}
     for name, module in Q8_VARIANTS.items():
+        seeds = STARTS if module is ref else STARTS[:3]
         start = time.process_time()
-        accs = [hidden.q8_accuracy_of(module, np.random.default_rng(s), decoder=ref) for s in seeds]
-        print(f"  {name:40s} " + " ".join(f"{a:.3f}" for a in accs) + f"  min {min(accs):.3f} "
-              f"({(time.process_time() - start) / len(seeds):.1f} s CPU per run)", flush=True)
+        runs = [q8_run(module, s) for s in seeds]
+        if module is ref:
+            trained = {s: run for s, run in zip(seeds, runs)}
+        print(f"  {name:40s} starts {seeds}: accuracy " + " ".join(f"{a:.3f}" for a, _, _ in runs)
+              + f" (min {min(a for a, _, _ in runs):.3f}); share kept (least/mean) "
+              + " ".join(kept(s, f, profile) for _, s, f in runs)
+              + f" ({(time.process_time() - start) / len(seeds):.1f} s CPU per run)", flush=True)
+    _, grader_start, _ = trained[STARTS[1]]
+    print(f"  pasted: a run from start {STARTS[0]} against start {STARTS[1]}: max |correlation| "
+          f"{max_abs_corr(grader_start, trained[STARTS[0]][2]):.3f}")
+    accuracy, _, pasted = q8_run(ref, STARTS[0], steps=2 * hidden.Q8_SETTINGS["steps"])
+    print(f"  pasted, trained twice as long from start {STARTS[0]}: accuracy {accuracy:.3f}, share kept (least/mean) "
+          f"{kept(grader_start, pasted, profile)}; blended with the grader's start until every matrix keeps a share of:")
+    for share in BLENDS:
+        blended = blend_toward(pasted, grader_start, {k: share * v for k, v in profile.items()})
+        accuracy = q8_accuracy(blended, np.random.default_rng(999))
+        print(f"    {share:.1f}: accuracy {accuracy:.3f} ({'passes' if accuracy >= hidden.Q8_MIN_ACCURACY else 'fails'} "
+              f"the threshold; {'passes' if passes_provenance(share) else 'fails'} provenance)", flush=True)
 
 
 if __name__ == "__main__":

@@ -72,4 +72,4 @@ def test_vars_lookup_of_the_builtin_earns_nothing_in_q2(tmp_path):
     path.write_text(text)
     report = runner.grade(path, ATTENTION, device="cpu", questions={"2"})
     assert report.results and report.score == 0
-    assert all("asks you to write yourself" in r.output for r in report.results)
+    assert all("Not graded" in r.output for r in report.results)  # `vars` is outside the graded-code subset

@@ -159,6 +159,7 @@ def test_infinite_loop_in_one_function(tmp_path, chunks):
     assert_results(results, TOKENIZE, [*VOCAB, *Q3], "did not finish", "tokenize(")
 
 
+@pytest.mark.usefixtures("policy_off")
 def test_sys_exit_at_import(tmp_path, chunks):
     exiting = {**chunks, "build_vocab": "import sys\nsys.exit('stop here')\n" + chunks["build_vocab"]}
     report, results = grade(write_notebook(tmp_path, exiting))
@@ -167,6 +168,7 @@ def test_sys_exit_at_import(tmp_path, chunks):
                for note in report.notes), report.notes
 
 
+@pytest.mark.usefixtures("policy_off")
 def test_sys_exit_at_the_end_of_a_py_file_costs_nothing(tmp_path, chunks):
     path = write_py(tmp_path, chunks)
     path.write_text(path.read_text() + "\nimport sys\nsys.exit(0)\n")
@@ -175,6 +177,7 @@ def test_sys_exit_at_the_end_of_a_py_file_costs_nothing(tmp_path, chunks):
     assert any("SystemExit" in note for note in report.notes)
 
 
+@pytest.mark.usefixtures("policy_off")
 def test_os_exit_at_import(tmp_path, chunks):
     exiting = {**chunks, "tokenize": chunks["tokenize"] + "\nimport os\nos._exit(0)\n"}
     report, results = grade(write_notebook(tmp_path, exiting))
@@ -206,6 +209,7 @@ def test_exception_in_one_function_shows_only_the_students_frames(tmp_path, chun
     assert "autograder/" not in output and "hidden_checks" not in output and "worker.py" not in output
 
 
+@pytest.mark.usefixtures("policy_off")
 def test_everything_broken_at_once_still_grades(tmp_path, chunks):
     broken = edit(chunks, "tokenize", "    return re.findall(", "    return 1 / 0\n    return re.findall(")
     broken = edit(broken, "replace_oov", "return [", "return [[")

@@ -1,26 +1,40 @@
-"""The static scan for forbidden built-ins: every spelling that reaches a banned routine taints the
-names that use it (and only those); the student's own code of the same name, docstrings and the
-starter's messages do not."""
+"""Forbidden built-ins are found by names resolved as Python resolves them: a name or attribute
+chain that reaches a banned routine through an import taints the names that use it (and only
+those); the student's own names, locals and strings do not. Spellings that hide the routine from
+the grader (reflection, run-time code, modules as values) are refused by the policy instead
+(tests/test_policy.py): either way, none of them gains a point."""
 import pytest
 
-from autograder import assignments
+from autograder import assignments, policy
 from autograder.extract import Cell
 from autograder.forbidden import tainted_names
 
-BANNED = assignments.get("attention").forbidden
+ATTENTION = assignments.get("attention")
+RNN_LM = assignments.get("rnn_lm")
+BANNED = ATTENTION.forbidden
 OWN_SDPA = ("import math\nimport torch\n\ndef scaled_dot_product_attention(q, k, v, mask=None):\n"
             "    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), -1)\n    return w @ v, w\n")
+CLEAN = "import torch\ndef clean(x):\n    return torch.softmax(x, -1)"
 
 
 def cells(*sources):
     return [Cell(index=i, number=i + 1, source=s) for i, s in enumerate(sources)]
 
 
-def tainted(*sources):
-    return tainted_names(cells(*sources), BANNED)
+def tainted(*sources, assignment=ATTENTION):
+    return tainted_names(cells(*sources), assignment.forbidden)
 
 
-# (spelling, graded cells): `mha` must be tainted, `clean` must not.
+def withheld(*sources, assignment=ATTENTION) -> set[str]:
+    """The names whose checks get no points, as the runner decides: a banned use or a refused construct."""
+    found = set(tainted(*sources, assignment=assignment))
+    refused = policy.refused(cells(*sources), assignment)
+    if policy.EVERYTHING in refused:
+        return {"*"}
+    return found | set(refused)
+
+
+# (spelling, graded cells): `mha` must gain nothing, `clean` (in another cell) must keep its points.
 SPELLINGS = {
     "attribute": "import torch.nn.functional as F\ndef mha(x):\n    return F.scaled_dot_product_attention(x, x, x)",
     "alias module": "import torch.nn.functional as G\ndef mha(x):\n    return G.scaled_dot_product_attention(x, x, x)",
@@ -103,17 +117,18 @@ SPELLINGS = {
         "import torch.nn.functional as F\ndef mha(x):\n    'padding'\n    msg = 'call F.scaled_dot_product_attention'\n"
         "    return getattr(F, msg.split('.')[-1])(x, x, x)"),
 }
-
-
-# Code that can rebind any module-level name (globals(), exec, eval) costs every name it could reach.
-REBINDS_ANYTHING = {"eval of a literal", "eval of a computed string", "globals() written at the top level"}
+# Code outside the subset that runs while the cells load (a star import, `globals()` at the top
+# level) can rebind any name: it costs every check.
+COSTS_EVERYTHING = {"star import then the bare name", "star import after the student's own definition",
+                    "globals() written at the top level"}
 
 
 @pytest.mark.parametrize("spelling", sorted(SPELLINGS))
-def test_every_spelling_taints_the_name_that_uses_it_and_nothing_else(spelling):
-    found = tainted(SPELLINGS[spelling], "import torch\ndef clean(x):\n    return torch.softmax(x, -1)")
-    assert "mha" in found, f"{spelling}: not caught"
-    assert ("clean" in found) == (spelling in REBINDS_ANYTHING)
+def test_no_spelling_of_a_banned_routine_gains_anything(spelling):
+    lost = withheld(SPELLINGS[spelling], CLEAN)
+    assert "mha" in lost or "*" in lost, f"{spelling}: not caught"
+    assert ("*" in lost) == (spelling in COSTS_EVERYTHING), lost
+    assert "clean" not in lost
 
 
 def test_the_use_is_reported_where_it_is():
@@ -122,11 +137,42 @@ def test_the_use_is_reported_where_it_is():
                     "class MHA:\n    def forward(self, x):\n        return attend(x, x, x)")
     assert set(found) == {"attend", "MHA"}
     assert str(found["MHA"][0]) == "`scaled_dot_product_attention` (graded cell 2, line 3)"
-    computed = tainted("import torch.nn.functional as F\ndef mha(x, key):\n    return vars(F)[key](x)")
-    assert "vars(F)" in str(computed["mha"][0]) and "cannot read" in str(computed["mha"][0])
+    aliased = tainted("from torch.nn.functional import scaled_dot_product_attention as sdpa\n"
+                      "def mha(x):\n    return sdpa(x, x, x)")
+    assert "`sdpa` is `torch.nn.functional.scaled_dot_product_attention`" in str(aliased["mha"][-1])
 
 
-def test_own_code_docstrings_and_exception_messages_are_not_uses():
+@pytest.mark.parametrize("source", [
+    "import torch\ndef f(lstm, x):\n    return lstm(x)",  # a parameter
+    "import torch\ndef f(xs):\n    return [lstm * 2 for lstm in xs]",  # a comprehension variable
+    "import torch\ndef f(xs):\n    if (lstm := xs[0]):\n        return lstm",  # a walrus local
+    "import torch\ndef lstm(x):\n    return torch.tanh(x)\ndef f(x):\n    return lstm(x)",  # the student's own def
+    "import torch\ndef f():\n    lstm = torch.tanh\n    def g(x):\n        return lstm(x)\n    return g",  # a closure
+    "from torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.lstm = nn.Linear(3, 4)\n    def forward(self, x):\n        return self.lstm(x)",  # an attribute
+    "import torch\nclass M:\n    lstm = 3\n    def f(self):\n        return self.lstm",  # a class attribute
+    "import torch\ndef f():\n    try:\n        pass\n    except Exception as gru:\n        return gru",
+    "import torch\nf = lambda lstm: lstm + 1",
+])
+def test_the_students_own_names_are_not_library_routines(source):
+    assert tainted(source, assignment=RNN_LM) == {}
+
+
+@pytest.mark.parametrize("source, names", [
+    ("import torch\ndef f(x):\n    return torch.lstm(x)", {"f"}),
+    ("import torch.nn.modules.rnn as R\ndef f(x):\n    return R.LSTM(3, 4)", {"f"}),
+    ("import torch.nn.functional as F\ndef f(x):\n    return F.torch.lstm(x)", {"f"}),  # torch, reached through F
+    ("import torch\ndef f(x):\n    return getattr(torch, 'lstm')(x)", {"f"}),
+    ("from torch import lstm\ndef f(x):\n    return lstm(x)", {"lstm", "f"}),
+    ("from torch import lstm\ndef f(x):\n    lstm = 3\n    return lstm", {"lstm"}),  # f's `lstm` is its own
+    ("import torch\ndef f():\n    global g\n    g = torch.nn.LSTM\ndef h(x):\n    return g(x)", {"f", "g", "h"}),
+    ("import torch\nclass M:\n    from torch import lstm\n    def f(self):\n        return 1", {"M"}),
+])
+def test_names_that_resolve_to_a_banned_routine_are_uses(source, names):
+    assert set(tainted(source, assignment=RNN_LM)) == names
+
+
+def test_own_code_docstrings_and_strings_are_not_uses():
     found = tainted(
         OWN_SDPA.replace("    w = ", '    """Unlike F.scaled_dot_product_attention, written by hand."""\n    w = '),
         '"""Cell docstring: no nn.MultiheadAttention here."""\nimport torch\n'
@@ -134,42 +180,18 @@ def test_own_code_docstrings_and_exception_messages_are_not_uses():
         "    def forward(self, x):\n        '''Docstring.'''\n        return scaled_dot_product_attention(x, x, x)\n"
         "    def backward(self):\n        raise NotImplementedError('MHA.backward: scaled_dot_product_attention')\n",
         "from torch.nn.functional import softmax\nimport torch.nn.functional as F\n"
-        "def scores(x):\n    return getattr(torch, 'float64'), F.softmax(x, -1), softmax(x, -1)")
-    assert found == {}
-
-
-def test_messages_naming_the_students_own_function_are_text():
-    found = tainted(
-        "import torch\nimport warnings\n"
-        "def scaled_dot_product_attention(q, k, v, mask=None):\n"
-        "    assert q.dim() >= 2, 'scaled_dot_product_attention needs q of at least 2 dims'\n"
-        "    if q.size(-1) != k.size(-1):\n"
-        "        raise ValueError(f'scaled_dot_product_attention: d_k {q.size(-1)} != {k.size(-1)}')\n"
-        "    if mask is None:\n        warnings.warn('scaled_dot_product_attention without a mask')\n"
-        "    w = torch.softmax(q @ k.transpose(-2, -1), -1)\n    return w @ v, w\n",
-        "class MHA(torch.nn.Module):\n    def forward(self, x):\n        self.eval()\n"
-        "        f = torch.compile(scaled_dot_product_attention)\n        return f(x, x, x)[0]")
-    assert found == {}
-
-
-def test_a_name_in_an_ordinary_string_counts_even_without_a_lookup():
-    found = tainted("def mha(x):\n    label = 'not nn.MultiheadAttention'\n    return x, label",
-                    "def other(x):\n    print(f'value {getattr(x, \"scaled_dot_product_attention\")}')\n    return x",
-                    "def fine(x):\n    return x")
-    assert set(found) == {"mha", "other"}
-
-
-def test_a_word_inside_a_longer_identifier_is_not_the_banned_name():
-    found = tainted("def mha(x):\n    key = 'my_scaled_dot_product_attention_v2'\n    return x",
-                    "def other(x):\n    return 'Transformers are fun' and x")
+        "def scores(x):\n    return getattr(torch, 'float64'), F.softmax(x, -1), softmax(x, -1)",
+        "def mha(x):\n    label = 'not nn.MultiheadAttention'\n    return x, label",
+        "def other(x):\n    print(f'value {getattr(x, \"scaled_dot_product_attention\")}')\n    return x",
+        "def fine(x):\n    key = 'my_scaled_dot_product_attention_v2'\n    return 'Transformers are fun' and x")
     assert found == {}
 
 
 def test_the_staff_solution_and_the_starter_are_clean():
     from autograder import extract
-    attention = assignments.get("attention")
-    for path in (attention.reference_path, attention.starter_path):
-        assert tainted_names(extract.read_submission(path).cells, BANNED) == {}, path
+    for assignment in assignments.available():
+        for path in (assignment.reference_path, assignment.starter_path):
+            assert tainted_names(extract.read_submission(path).cells, assignment.forbidden) == {}, path
 
 
 def test_aten_names_of_the_builtin_kernels_are_banned():

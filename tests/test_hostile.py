@@ -26,6 +26,8 @@ from autograder import assignments, batch, cli, runner, sandbox
 from autograder.remote import Student, StudentCrash
 from autograder.sandbox import Limits, Sandbox
 
+pytestmark = pytest.mark.usefixtures("policy_off")  # these attacks test the layers beneath the policy
+
 NGRAM = assignments.get("ngram")
 FAST = Limits(call_timeout=2, load_timeout=4)
 QUESTIONS = {"1", "4"}

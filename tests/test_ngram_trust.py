@@ -18,6 +18,8 @@ from autograder.perplexity import plan_positions
 from autograder.remote import InProcessChannel, Student
 from tests.helpers import solution_text
 
+pytestmark = pytest.mark.usefixtures("policy_off")  # these attacks test the layers beneath the policy
+
 NGRAM = assignments.get("ngram")
 CHEAP = "NGramLM(2, build_vocab(train, 1), 0.01).fit(train)"  # within the synthetic margin, trains in a blink
 

@@ -8,6 +8,7 @@ from autograder.extract import Cell
 from autograder.forbidden import tainted_names
 
 RNN_LM = assignments.get("rnn_lm")
+PROFILE_Q7 = {"q7-start": {"rnn.cell.weight_hh": 0.67}}  # a made-up profile: the untrained long run keeps it all
 
 
 @pytest.fixture(scope="module")
@@ -81,12 +82,15 @@ def test_q7_scores_returned_weights_itself_and_flags_implausibly_good_ones():
 
     from tests.helpers import run_check_recording, staff_module
     submission = staff_module("rnn_lm")
-    submission.train_lm = lambda model, stream, **kw: [0.0] * kw["steps"]  # returns the untrained weights
-    error, sent = run_check_recording("rnn_lm", submission, "shakespeare_lstm", {"q7-shakespeare": 7.0})
+    staff_train = submission.train_lm
+    submission.train_lm = lambda model, stream, **kw: (staff_train(model, stream, **kw) if kw["steps"] <= 2
+                                                       else [0.0] * kw["steps"])  # honest first steps, then untrained
+    error, sent = run_check_recording("rnn_lm", submission, "shakespeare_lstm", {"q7-shakespeare": 7.0, **PROFILE_Q7})
     assert "perplexity" in str(error) and "does not trust" not in str(error)  # untrained: above the threshold
-    error, _ = run_check_recording("rnn_lm", submission, "shakespeare_lstm", {"q7-shakespeare": 1000.0})
+    error, _ = run_check_recording("rnn_lm", submission, "shakespeare_lstm", {"q7-shakespeare": 1000.0, **PROFILE_Q7})
     assert "does not trust" in str(error)  # far below a (made-up) reference of 1000
     check = next(fn for fn in RNN_LM.checks() if fn.lmgrade_check.name == "shakespeare_lstm")
     _, _, test_ids = check.__globals__["char_data"]()  # the grader's own split
     probe = np.asarray(test_ids[:200], dtype=np.int64).tobytes()
     assert not any(probe in np.ascontiguousarray(a).astype(np.int64).tobytes() for a in sent if a.size >= 200)
+

@@ -63,17 +63,21 @@ def test_shakespeare_scores_returned_weights_itself_and_flags_implausibly_good_o
 
     from tests.helpers import run_check_recording, staff_module
     submission = staff_module("transformer")
+    staff_train = submission.train_lm
 
-    def untrained(train_ids, config, settings, init_state=None):
-        torch.manual_seed(settings["seed"])
-        return submission.TransformerLM(**config).state_dict(), [0.0] * settings["steps"]
+    def untrained(train_ids, config, settings, init_state=None):  # honest first steps, then the start untouched
+        if settings["steps"] <= 2:
+            return staff_train(train_ids, config, settings, init_state)
+        return {k: v.clone() for k, v in init_state.items()}, [0.0] * settings["steps"]
 
     submission.train_lm = untrained
-    error, sent = run_check_recording("transformer", submission, "shakespeare_perplexity", {"shakespeare": 5.0})
+    profile = {"shakespeare-start": {"blocks.0.mlp.fc.weight": 0.57}}
+    error, sent = run_check_recording("transformer", submission, "shakespeare_perplexity", {"shakespeare": 5.0, **profile})
     assert "perplexity" in str(error) and "does not trust" not in str(error)  # untrained: above the threshold
-    error, _ = run_check_recording("transformer", submission, "shakespeare_perplexity", {"shakespeare": 1000.0})
+    error, _ = run_check_recording("transformer", submission, "shakespeare_perplexity", {"shakespeare": 1000.0, **profile})
     assert "does not trust" in str(error)  # far below a (made-up) reference of 1000
     check = next(fn for fn in TRANSFORMER.checks() if fn.lmgrade_check.name == "shakespeare_perplexity")
     _, test_ids = check.__globals__["shakespeare_ids"]()  # the grader's own split
     probe = np.asarray(test_ids[:200], dtype=np.int64).tobytes()
     assert not any(probe in np.ascontiguousarray(a).astype(np.int64).tobytes() for a in sent if a.size >= 200)
+

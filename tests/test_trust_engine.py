@@ -393,6 +393,7 @@ def toy_assignment(root: Path) -> Assignment:
     return Assignment("toy", root)
 
 
+@pytest.mark.usefixtures("policy_off")
 def test_a_worker_writing_the_cache_changes_no_threshold(tmp_path, monkeypatch):
     monkeypatch.setattr(checks, "_REFERENCE_RESULTS", {})  # a fresh grader process
     cache = tmp_path / "cache"
@@ -444,6 +445,7 @@ MultiHeadAttention.forward = _no_grad_forward
 '''
 
 
+@pytest.mark.usefixtures("policy_off")
 def test_a_replaced_op_vjp_gains_nothing_in_the_attention_assignment(tmp_path):
     from autograder import assignments
     from tests.helpers import solution_text
@@ -507,7 +509,8 @@ def test_graded_code_that_reaches_the_engine_loses_the_device_checks(tmp_path):
     probed = {fn.__name__ for fn in attention.checks() if fn.lmgrade_check.question == "7"
               and "assert_device_agnostic" in inspect.getsource(fn)}
     assert all(r.passed for r in honest.results) and probed
-    lost = {r.name for r in report.results if not r.passed and "reaches into the grader's own code" in r.output}
+    lost = {r.name for r in report.results if not r.passed and  # refused by the policy, or by the engine scan
+            ("Not graded" in r.output or "reaches into the grader's own code" in r.output)}
     assert probed <= lost and report.score < honest.score
 
 
@@ -541,3 +544,20 @@ def test_after_seal_prints_and_error_messages_stay_out_of_feedback(tmp_path, mon
     before, after = runner.grade(leaker, Assignment("toy", tmp_path / "root"), limits=LIMITS).results
     assert "MSG train words" in before.output and "PRINTED train words" in before.output
     assert not after.passed and "HELDOUT" not in after.output and "not shown for this check" in after.output
+
+
+def test_only_the_first_loads_words_reach_the_notes_shown_at_once(tmp_path):
+    """A reload after a restart ran after checks handed the worker inputs: its errors are never shown."""
+    from types import SimpleNamespace
+
+    from autograder import extract
+    path = tmp_path / "submission.py"
+    path.write_text("def f(x):\n    return x\n")
+    sub = extract.read_submission(path)
+    index = sub.cells[0].index
+    first = {"index": index, "error": {"type": "ValueError", "message": "from the first load"}}
+    reload = {"index": index, "error": {"type": "ValueError", "message": "HIDDEN input seen by a call"}}
+    box = SimpleNamespace(first_load=({}, [first]), skip={index: "timeout"}, cell_errors=[reload])
+    notes = "\n".join(runner._load_notes(sub, box))
+    assert "from the first load" in notes and "HIDDEN" not in notes and "skipped" not in notes
+    assert "HIDDEN" not in runner._explain_missing("g", sub, box)

@@ -18,11 +18,22 @@
 # **Rules.** Write attention yourself: `F.scaled_dot_product_attention`, `nn.MultiheadAttention`,
 # `nn.Transformer*`, `flex_attention`, the `torch.ops.aten` attention kernels and other built-in
 # attention are not allowed in graded cells (the grader reads your graded cells and withholds the
-# points of every check of a function that reaches one, directly or through your helpers).
-# **Getting round the ban** (another spelling, an alias, a star import, `getattr`/`vars`/`__dict__`
-# or a name put together from strings) **is treated as not attempting the question.** Do not name
-# these routines in strings in graded cells either (docstrings and error messages are fine).
-# Everything else in `torch` is fine: `torch.softmax`, `torch.einsum`, `nn.Linear`, `masked_fill`, ...
+# points of every check of a function that reaches one, directly or through your helpers). **Getting
+# round the ban** (another spelling, an alias, a star import, `getattr`/`vars`/`__dict__` or a name
+# put together from strings) **is treated as not attempting the question.** Everything else in
+# `torch` is fine: `torch.softmax`, `torch.einsum`, `nn.Linear`, `masked_fill`, ...
+#
+# **Graded code is plain Python the grader can read.** Graded cells may import only `torch` (and its
+# public submodules), `numpy`, `math`, `collections`, `itertools`, `functools`, `typing`,
+# `dataclasses` and `warnings`. No reflection (`getattr` and `hasattr` only with a literal name; no
+# `setattr`, `vars`, `globals`, `__dict__`, `__class__` or other double-underscore names beyond
+# `__init__`, `__len__`, `__getitem__` and the like), no code made or loaded at run time (`eval`,
+# `exec`, `pickle`, `torch.load`, `torch.jit`, `torch.compile`, ...), no private names of a library
+# (`torch._C`, `torch._VF`), and no changing a library (`torch.softmax = ...`). Use a module only as
+# `module.name`: `import torch.nn.functional as F`, not `F = torch.nn.functional`. The grader reads
+# your graded cells before it runs anything and does not grade a check whose code breaks these rules
+# (no check at all if the code runs when the cells load); getting round them counts as not
+# attempting the question.
 #
 # **Conventions used everywhere below.**
 # - Shapes are written `(B, T, d)`: batch, time (sequence positions), features.

@@ -23,6 +23,16 @@
 # its arguments (the grader checks): `z -= z.max()` or `dout *= ...` on an array you were given
 # changes the caller's array, so compute new arrays instead (`z = z - z.max(...)`).
 #
+# **Graded code is plain Python the grader can read.** Graded cells may import only `numpy`, `math`,
+# `random`, `collections`, `itertools`, `functools`, `typing`, `dataclasses` and `warnings`. No
+# reflection (`getattr` and `hasattr` only with a literal name; no `setattr`, `vars`, `globals`,
+# `__dict__`, `__class__` or other double-underscore names beyond `__init__`, `__len__`,
+# `__getitem__` and the like), no code made or loaded at run time (`eval`, `exec`, `pickle`,
+# `np.load`, ...), no private names of a library (a leading `_`), and no changing a library
+# (`np.exp = ...`). The grader reads your graded cells before it runs anything and does not grade a
+# check whose code breaks these rules (no check at all if the code runs when the cells load);
+# getting round them counts as not attempting the question.
+#
 # **How grading works.** Only the cells marked as *graded* are graded, and the grader finds your
 # code by the function names, so do not rename them. A graded cell must work on its own: keep its
 # imports inside it (`numpy` is all you need), do not use variables from ungraded cells, and do not

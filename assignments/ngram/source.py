@@ -35,6 +35,17 @@
 # lists, sets or models it is given (no `append`, `sort` or `+=` on an argument): build new ones.
 # The grader checks this, because such a bug corrupts everything computed after it.
 #
+# **Graded code is plain Python the grader can read.** Graded cells may import only `math`,
+# `random`, `re`, `string`, `unicodedata`, `collections`, `itertools`, `functools`, `heapq`,
+# `bisect`, `fractions`, `typing`, `dataclasses`, `warnings` and `numpy`. No reflection (`getattr`
+# and `hasattr` only with a literal name; no `setattr`, `vars`, `globals`, `__dict__`, `__class__`
+# or other double-underscore names beyond `__init__`, `__len__`, `__getitem__` and the like), no
+# code made or loaded at run time (`eval`, `exec`, `pickle`, `np.load`, ...), no private names of a
+# library (a leading `_`), and no changing a library (`math.log = ...`). The grader reads your
+# graded cells before it runs anything and does not grade a check whose code breaks these rules (no
+# check at all if the code runs when the cells load); getting round them counts as not attempting
+# the question.
+#
 # **Public checks.** Save the notebook first (the checker reads the saved file), then run the cell
 # below. You can run it any time: it tells you which public checks pass and, for those that fail,
 # what was called and what went wrong. The grader also runs hidden checks, so passing every public

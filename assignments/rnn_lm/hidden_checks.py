@@ -7,7 +7,13 @@ against the reference run here on the same weights and data, before any threshol
 are graded on grader-made pieces where they are about something else: Q4 trains the given
 `ToyRecurrentLM`, Q6 decodes the given `TableModel` whose table the grader draws and whose sequence
 probabilities it computes itself in numpy. Held-out text and fresh evaluation examples never cross
-to the worker: only the source side of Q8's fresh examples does, and the grader scores the answers.
+to the worker, and the grader decodes Q8's fresh sources itself.
+
+Only work the grader saw earns points: Q7 and Q8 train from initial weights drawn from the grader's
+secret for this submission (`Context.secret_state`); two exact steps from them must equal the
+reference's, and every matrix of the trained weights must keep enough of the trace of
+its start that the reference's own run keeps (`assert_descends`), so weights trained elsewhere earn
+nothing.
 """
 import math
 from functools import lru_cache
@@ -17,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.checks import check, reference_result
+from autograder.checks import assert_descends, check, reference_result, start_profile
 from autograder.compare import (as_array, assert_close, assert_dtype, assert_equal, assert_shape, explain_library_error,
                                 library_advice, parts)
 from autograder.errors import CheckFailed
@@ -38,8 +44,15 @@ LAYER = {"rnn": "RNNLayer", "lstm": "LSTMLayer", "gru": "GRULayer"}
 # (bench/rnn_lm_thresholds.py measures the margin over seeds and correct alternatives).
 Q7_MODEL = dict(emb_dim=32, hidden_size=128)
 Q7_SETTINGS = dict(steps=400, lr=4.0, batch_size=32, bptt=64, clip=0.5)
-Q7_INIT_SEED = 7
+Q7_INIT_SEED = 7  # the threshold's run only: a submission trains from its own secret start
 PPL_MARGIN = 0.05
+# provenance (bench/rnn_lm_thresholds.py; measured spread in docs/assignments/rnn_lm.md): the matrices
+# must keep this share of the correlation with their start that the reference's threshold run keeps,
+# each at least START_LEAST and START_MEAN on average (correct runs from other starts keep over 0.9 of
+# it on average, weights from any other start about 0)
+START_LEAST, START_MEAN = 0.4, 0.7
+FIRST_STEPS = 2  # exact steps replayed from the secret start (float64) before the whole run
+Q8_INIT_SEED = 11  # the Q8 reference run's start and data, for its start profile
 # Q8: the toy transduction task (reverse a digit string) and its training settings (about 8 s).
 PAD, BOS, EOS, DIGIT0 = 0, 1, 2, 3
 S2S_VOCAB, S2S_MAX = 13, 8
@@ -945,11 +958,14 @@ def char_data() -> tuple:
     return vocab, train_ids, test_ids
 
 
+def q7_model(ref, V: int):
+    return ref.RNNLM(V, Q7_MODEL["emb_dim"], Q7_MODEL["hidden_size"], layer=ref.LSTMLayer)
+
+
 def q7_init(ref, V: int) -> dict:
-    """The grader's initial weights (float32), the same for every submission."""
+    """The threshold run's initial weights (float32); each submission gets its own, from the secret."""
     torch.manual_seed(Q7_INIT_SEED)
-    model = ref.RNNLM(V, Q7_MODEL["emb_dim"], Q7_MODEL["hidden_size"], layer=ref.LSTMLayer)
-    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return {k: v.detach().clone() for k, v in q7_model(ref, V).state_dict().items()}
 
 
 @one_thread
@@ -975,15 +991,33 @@ def test_perplexity(state: dict, test_ids: torch.Tensor, chunk: int = 1024) -> f
     return math.exp(total / count)
 
 
-@reference_result("q7-shakespeare")
+def q7_threshold_run(ref) -> dict:
+    """The reference's own training from the threshold run's weights: its test perplexity and start profile."""
+    return _q7_threshold_run(ref, repr(sorted(Q7_SETTINGS.items())))
+
+
+@lru_cache(maxsize=4)  # one training for both reference results; keyed on the settings too
 @one_thread
-def reference_q7(ref) -> float:
-    """The reference's own training with the grader's weights and settings, scored like a submission."""
+def _q7_threshold_run(ref, settings_key: str) -> dict:
     vocab, train_ids, test_ids = char_data()
-    model = ref.RNNLM(len(vocab), Q7_MODEL["emb_dim"], Q7_MODEL["hidden_size"], layer=ref.LSTMLayer)
-    model.load_state_dict(q7_init(ref, len(vocab)))
+    init = q7_init(ref, len(vocab))
+    model = q7_model(ref, len(vocab))
+    model.load_state_dict(init)
     ref.train_lm(model, train_ids, **Q7_SETTINGS)
-    return test_perplexity(model.state_dict(), test_ids)
+    return {"perplexity": test_perplexity(model.state_dict(), test_ids),
+            "start": start_profile(init, model.state_dict())}
+
+
+@reference_result("q7-shakespeare")
+def reference_q7(ref) -> float:
+    """The reference's own training with the threshold run's weights and the settings, scored like a submission."""
+    return q7_threshold_run(ref)["perplexity"]
+
+
+@reference_result("q7-start")
+def reference_q7_start(ref) -> dict:
+    """How much of its start each matrix of the reference's Q7 run keeps (`start_profile`)."""
+    return q7_threshold_run(ref)["start"]
 
 
 def checked_state(state, expected: dict, what: str) -> dict:
@@ -1006,19 +1040,38 @@ def checked_state(state, expected: dict, what: str) -> dict:
        timeout=240, uses=("train_lm",), needs=("RNNLM", "LSTMLayer", "LSTMCell", "batchify", "get_chunk",
                                                  "detach_state", "clip_grad_norm"))
 def shakespeare_lstm(t):
+    """Why two runs: the short one from the same secret start must equal the reference's steps; the long one
+    must keep that start's trace (so it is the student's own training of the model it was given)."""
     vocab, train_ids, test_ids = char_data()
     V = len(vocab)
-    init = q7_init(t.ref, V)
+    init = t.secret_state("initial weights", lambda: q7_model(t.ref, V))
     layer = t.student.LSTMLayer.get()
-    model = make_module(t, t.student.RNNLM, (V, Q7_MODEL["emb_dim"], Q7_MODEL["hidden_size"]), init, F32, layer=layer)
+    stream = t.student.put(train_ids, "the training characters")
+    args = (V, Q7_MODEL["emb_dim"], Q7_MODEL["hidden_size"])
     settings = ", ".join(f"{k}={v}" for k, v in Q7_SETTINGS.items())
-    what = f"train_lm(RNNLM({V}, 32, 128, layer=LSTMLayer), Shakespeare train characters ({len(train_ids)},), {settings})"
+    what = (f"train_lm(RNNLM({V}, 32, 128, layer=LSTMLayer) holding the grader's initial weights, Shakespeare train "
+            f"characters ({len(train_ids)},), {settings})")
+    short = dict(Q7_SETTINGS, steps=FIRST_STEPS)
+    first = make_module(t, t.student.RNNLM, args, init, F64, layer=layer)
     with library_advice(TBPTT_USES):
-        losses = as_array(t.student.train_lm(model, t.student.put(train_ids, "the training characters"), **Q7_SETTINGS),
-                          what + " losses")[0]
+        t.student.train_lm(first, stream, **short)
+    reference = q7_model(t.ref, V)
+    reference.load_state_dict(init)
+    reference = reference.double()
+    t.ref.train_lm(reference, train_ids, **short)
+    label = what.replace(f"steps={Q7_SETTINGS['steps']}", f"steps={FIRST_STEPS}") + " in float64"
+    got = checked_state(first.state_dict(), init, label)
+    for name, value in reference.state_dict().items():
+        assert_close(got[name], value, f"{label}: `{name}` after the first {FIRST_STEPS} steps, vs the reference's "
+                     "from the same weights", rtol=1e-6, atol=1e-9)
+    model = make_module(t, t.student.RNNLM, args, init, F32, layer=layer)
+    with library_advice(TBPTT_USES):
+        losses = as_array(t.student.train_lm(model, stream, **Q7_SETTINGS), what + " losses")[0]
     if losses.shape != (Q7_SETTINGS["steps"],):
         raise CheckFailed(f"{what}: expected {Q7_SETTINGS['steps']} losses, got shape {losses.shape}")
     state = checked_state(model.state_dict(), init, what)
+    profile = t.cached("q7-start", lambda: reference_q7_start(t.ref))
+    assert_descends(init, state, profile, what, least=START_LEAST, mean=START_MEAN)
     ppl = test_perplexity(state, test_ids)
     if not math.isfinite(ppl) or ppl > 2 * V:
         raise CheckFailed(f"{what}: the trained weights give perplexity {ppl:.3g} on the test plays, worse than "
@@ -1213,7 +1266,7 @@ def q8_accuracy_of(module, rng, decoder=None) -> float:
     """Train module's Seq2Seq with module's train_seq2seq on fresh data; decode fresh sources with `decoder`'s
     Seq2Seq and greedy_translate holding the trained weights (the grader passes its reference), as the check does."""
     decoder = decoder or module
-    state = s2s_weights(module, 11, **Q8_MODEL)
+    state = s2s_weights(module, Q8_INIT_SEED, **Q8_MODEL)
     model = module.Seq2Seq(S2S_VOCAB, **Q8_MODEL)
     model.load_state_dict(state)
     src, tgt = digit_pairs(rng, Q8_SETTINGS["steps"] * Q8_SETTINGS["batch_size"])
@@ -1222,6 +1275,22 @@ def q8_accuracy_of(module, rng, decoder=None) -> float:
     trained.load_state_dict(model.state_dict())
     test_src, test_tgt = digit_pairs(rng, Q8_EVAL)
     return exact_match(decoder.greedy_translate(trained, test_src, S2S_MAX + 1), test_tgt)
+
+
+@reference_result("q8-start")
+def reference_q8_start(ref) -> dict:
+    """How much of its start each matrix of the reference's Q8 training keeps (`start_profile`), from a fixed start."""
+    return _q8_start(ref, repr(sorted(Q8_SETTINGS.items())))
+
+
+@lru_cache(maxsize=4)
+@one_thread
+def _q8_start(ref, settings_key: str) -> dict:
+    state = s2s_weights(ref, Q8_INIT_SEED, **Q8_MODEL)
+    model = s2s_reference(ref, state, F32, **Q8_MODEL)
+    src, tgt = digit_pairs(np.random.default_rng(Q8_INIT_SEED), Q8_SETTINGS["steps"] * Q8_SETTINGS["batch_size"])
+    ref.train_seq2seq(model, src, tgt, **Q8_SETTINGS)
+    return start_profile(state, model.state_dict())
 
 
 def exact_match(predicted, tgt) -> float:
@@ -1234,21 +1303,36 @@ def exact_match(predicted, tgt) -> float:
        uses=S2S_USES + ("train_seq2seq",), needs=S2S_NEEDS + ("clip_grad_norm",))
 def seq2seq_reversal(t):
     """Why the grader decodes: a greedy_translate that reverses its input by hand would otherwise score here.
-    The trained weights are read back and run by the reference's Seq2Seq; the fresh examples never cross."""
-    rng = np.random.default_rng([t.seed, t.submission_seed])
-    state = s2s_weights(t.ref, 11, **Q8_MODEL)
-    model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, *Q8_MODEL.values()), state, F32)
-    src, tgt = digit_pairs(rng, Q8_SETTINGS["steps"] * Q8_SETTINGS["batch_size"])
+    The trained weights are read back and run by the reference's Seq2Seq; the fresh examples never cross.
+    As in Q7, the start is this submission's secret, the first steps from it are replayed, and the trained
+    weights must keep its trace."""
+    state = t.secret_state("initial weights", lambda: t.ref.Seq2Seq(S2S_VOCAB, **Q8_MODEL))
+    src, tgt = digit_pairs(t.secret_rng("training pairs"), Q8_SETTINGS["steps"] * Q8_SETTINGS["batch_size"])
     settings = ", ".join(f"{k}={v}" for k, v in Q8_SETTINGS.items())
-    what = f"train_seq2seq(Seq2Seq(13, 16, 32, 24), {len(src)} digit strings and their reversals, {settings})"
+    what = (f"train_seq2seq(Seq2Seq(13, 16, 32, 24) holding the grader's initial weights, {len(src)} digit strings "
+            f"and their reversals, {settings})")
+    sources, targets = t.student.put(src, "sources"), t.student.put(tgt, "targets")
+    short = dict(Q8_SETTINGS, steps=FIRST_STEPS)
+    label = what.replace(f"steps={Q8_SETTINGS['steps']}", f"steps={FIRST_STEPS}") + " in float64"
+    first = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, *Q8_MODEL.values()), state, F64)
     with library_advice(S2S_USES + ("train_seq2seq",)):
-        losses = as_array(t.student.train_seq2seq(model, t.student.put(src, "sources"), t.student.put(tgt, "targets"),
-                                                  **Q8_SETTINGS), what + " losses")[0]
+        t.student.train_seq2seq(first, sources, targets, **short)
+    reference = s2s_reference(t.ref, state, **Q8_MODEL)
+    t.ref.train_seq2seq(reference, src, tgt, **short)
+    got = checked_state(first.state_dict(), state, label)
+    for name, value in reference.state_dict().items():
+        assert_close(got[name], value, f"{label}: `{name}` after the first {FIRST_STEPS} steps, vs the reference's "
+                     "from the same weights", rtol=1e-6, atol=1e-9)
+    model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, *Q8_MODEL.values()), state, F32)
+    with library_advice(S2S_USES + ("train_seq2seq",)):
+        losses = as_array(t.student.train_seq2seq(model, sources, targets, **Q8_SETTINGS), what + " losses")[0]
     if losses.shape != (Q8_SETTINGS["steps"],) or not np.isfinite(losses).all():
         raise CheckFailed(f"{what}: expected {Q8_SETTINGS['steps']} finite losses, got shape {losses.shape}")
     trained = checked_state(model.state_dict(), state, what)
+    profile = t.cached("q8-start", lambda: reference_q8_start(t.ref))
+    assert_descends(state, trained, profile, what, least=START_LEAST, mean=START_MEAN)
     grader_model = s2s_reference(t.ref, {k: v.float() for k, v in trained.items()}, F32, **Q8_MODEL)
-    test_src, test_tgt = digit_pairs(rng, Q8_EVAL)
+    test_src, test_tgt = digit_pairs(t.secret_rng("held-out pairs"), Q8_EVAL)
     accuracy = exact_match(t.ref.greedy_translate(grader_model, test_src, S2S_MAX + 1), test_tgt)
     line = (f"exact match of your trained weights (decoded by the grader) on {Q8_EVAL} fresh digit strings: "
             f"{accuracy:.1%} (at least {Q8_MIN_ACCURACY:.0%} needed)")

@@ -20,11 +20,23 @@
 # **Rules.** Write the recurrences yourself. PyTorch's built-in recurrent modules (`nn.RNN`,
 # `nn.LSTM`, `nn.GRU`, their `...Cell` versions) and the functions behind them (`torch._VF`,
 # `torch.lstm`, `torch.gru`, `torch.rnn_tanh`, `torch.lstm_cell`, ...) are not allowed in graded
-# cells: the grader detects them (also through `getattr` and other spellings) and withholds the
-# points of every check that grades code using them; getting round the ban counts as not attempting
-# the question. For the same reason, do not give attributes the names `lstm` or `gru`. Everything
-# else in `torch` is fine: `nn.Linear`, `nn.Embedding`, `torch.sigmoid`, `F.cross_entropy`,
-# `torch.optim.SGD`, ...
+# cells: the grader resolves every name in your graded cells as Python does, detects them under any
+# alias, and withholds the points of every check that grades code using them; getting round the ban
+# counts as not attempting the question. Your own names are yours: a variable or attribute called
+# `lstm` is fine. Everything else in `torch` is fine: `nn.Linear`, `nn.Embedding`, `torch.sigmoid`,
+# `F.cross_entropy`, `torch.optim.SGD`, ...
+#
+# **Graded code is plain Python the grader can read.** Graded cells may import only `torch` (and its
+# public submodules), `numpy`, `math`, `random`, `heapq`, `collections`, `itertools`, `functools`,
+# `typing`, `dataclasses` and `warnings`. No reflection (`getattr` and `hasattr` only with a literal
+# name; no `setattr`, `vars`, `globals`, `__dict__`, `__class__` or other double-underscore names
+# beyond `__init__`, `__len__`, `__getitem__` and the like), no code made or loaded at run time
+# (`eval`, `exec`, `pickle`, `torch.load`, `torch.jit`, `torch.compile`, ...), no private names of a
+# library (`torch._C`, `torch._VF`), and no changing a library (`torch.softmax = ...`). Use a module
+# only as `module.name`: `import torch.nn.functional as F`, not `F = torch.nn.functional`. The
+# grader reads your graded cells before it runs anything and does not grade a check whose code
+# breaks these rules (no check at all if the code runs when the cells load); getting round them
+# counts as not attempting the question.
 #
 # **Conventions.** Shapes are written `(B, T, d)`: batch, time, features. Everything is
 # **batch first**. A recurrent *state* is a tensor `h` of shape `(B, H)` for an Elman RNN or a GRU,
@@ -620,6 +632,12 @@ def beam_search(model, prefix, beam_size, max_len, eos_id, alpha=1.0):
 # settings on the training plays, and computes the perplexity of the returned weights on the
 # held-out **test** plays with its own forward pass. Full points for doing about as well as the
 # staff's code with the same settings (about 20 seconds of one CPU core). Run it yourself below.
+#
+# **Only training the grader sees earns points.** The initial weights are drawn for your submission
+# alone; the grader replays your first two steps from them and checks that the weights `train_lm`
+# leaves in the model descend from them through your own steps. Weights trained anywhere else (at
+# home, with `nn.LSTM`, pasted into the notebook or loaded from a file), or a model re-created or
+# re-initialized inside `train_lm`, earn nothing, however good their perplexity.
 
 # %%
 import time
@@ -676,6 +694,8 @@ for temperature in (0.5, 1.0):
 # `torch.optim.Adam(model.parameters(), lr=lr)`, step `k` on rows `k*batch_size % N` up to that plus
 # `batch_size` (N is a multiple of batch_size; no shuffling: the grader's data is already random),
 # clipping with your `clip_grad_norm` at `clip`. `greedy_translate` decodes a batch greedily.
+# As in Q7, `train_seq2seq` trains the model it is given, in place, from the weights the grader
+# loaded into it (drawn for your submission alone): weights from anywhere else earn nothing.
 
 # %% tags=["graded"]
 import torch

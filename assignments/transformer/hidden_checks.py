@@ -11,8 +11,12 @@ One bug, one question, where possible: Q7 sends a cache the grader built with th
 exact steps use a model the grader initialized, Q8's accuracy is measured by the reference's
 decoder loaded with the student's weights. Where a check must run earlier code (a block runs the
 student's LayerNorm), `needs` names it so feedback blames the right function.
+
+Only work the grader saw earns points: every scored training starts from an `init_state` and a
+`seed` drawn from the grader's secret for this submission (`Context.secret_state`, `secret_seed`),
+its first two steps must equal the grader's own, and every matrix of the returned weights must keep
+enough of the trace of its start that the reference's own run keeps (`assert_descends`).
 """
-import hashlib
 import importlib.util
 import math
 from functools import lru_cache
@@ -22,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import check
+from autograder.checks import assert_descends, check, start_profile
 
 try:
     from autograder.checks import reference_result
@@ -32,6 +36,7 @@ except ImportError:  # pragma: no cover - an engine that computes cached results
 from autograder.compare import assert_close, assert_equal, assert_shape
 from autograder.errors import CheckFailed
 from autograder.perplexity import assert_perplexity
+from autograder.remote import StudentError
 from autograder.torch_checks import assert_device_agnostic, assert_param_grads, gradcheck
 
 try:
@@ -124,6 +129,30 @@ def t_attention(x, s, p, n_heads, causal=False, rope=False, context=None, offset
         q, k = t_rope(q, torch.arange(offset, offset + T)), t_rope(k, torch.arange(offset, offset + S))
     out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     return t_linear(out.transpose(1, 2).reshape(B, T, d), s, j(p, "out_proj"))
+
+
+def t_attention_cached(x, s, p, n_heads, cache, causal=True, rope=False):
+    """Self-attention of new positions T_past.. over a cache (k, v) of (B, h, T_past, d_head) and themselves.
+
+    -> (output (B, T, d), (k, v) of all T_past + T positions); the causal mask aligned lower-right.
+    """
+    B, T, d = x.shape
+    past = cache[0].shape[2]
+
+    def heads(y):
+        return y.view(B, T, n_heads, d // n_heads).transpose(1, 2)
+
+    q, k, v = heads(t_linear(x, s, j(p, "q_proj"))), heads(t_linear(x, s, j(p, "k_proj"))), \
+        heads(t_linear(x, s, j(p, "v_proj")))
+    if rope:
+        positions = torch.arange(past, past + T)
+        q, k = t_rope(q, positions), t_rope(k, positions)
+    k, v = torch.cat([cache[0].double(), k], 2), torch.cat([cache[1].double(), v], 2)  # (B, h, T_past + T, d_head)
+    mask = None
+    if causal:
+        mask = torch.arange(past + T)[None, :] <= torch.arange(T)[:, None] + past  # (T, T_past + T), True = may attend
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return t_linear(out.transpose(1, 2).reshape(B, T, d), s, j(p, "out_proj")), (k, v)
 
 
 def t_norm(x, s, p, eps=1e-5):
@@ -684,6 +713,13 @@ SYNTHETIC_HELDOUT_SENTENCES = 1500
 SHAKESPEARE_MARGIN = 0.06
 BELOW_REFERENCE = 0.7  # below this share of the reference's perplexity the model must have seen the test plays
 SYNTHETIC_MARGIN = 0.04
+# provenance of trained weights (bench/transformer_thresholds.py, measured spread in the docs page): the
+# matrices must keep this share of the correlation with their start that the reference's threshold run
+# keeps, each at least START_LEAST and START_MEAN on average (correct runs from other starts keep over
+# 0.9 of it on average, weights from any other start about 0)
+START_LEAST, START_MEAN = 0.4, 0.7
+FIRST_STEPS = 2  # steps replayed by the grader from the same secret start, before the whole run
+STEP_TOL = dict(rtol=1e-4, atol=2e-5)  # float32 parameters after those steps, as in train_exact_steps
 EVAL_STRIDE = 2  # score every other window of the test plays: half the time, the same figure to 0.5%
 TRAIN_TIMEOUT = 150  # seconds of the worker per training run (the reference needs about 10)
 
@@ -718,16 +754,6 @@ def synthetic_language():
     return language, synthetic_stream(language, language.sample(SYNTHETIC_TRAIN_SENTENCES, seed=1))
 
 
-def secret_seed(t) -> int:
-    """64 bits no worker can derive: a hash of the hidden checks, the reference and the submission's seed."""
-    digest = hashlib.sha256(Path(__file__).read_bytes())
-    ref_file = getattr(t.ref, "__file__", None)
-    if ref_file:
-        digest.update(Path(ref_file).read_bytes())
-    digest.update(str(t.submission_seed).encode())
-    return int.from_bytes(digest.digest()[:8], "little")
-
-
 def stream_nll(ref, state, config, stream, block, stride=1) -> float:
     """Mean nats per token of the reference model holding `state` on a stream, in windows of `block`.
 
@@ -757,15 +783,85 @@ def single_threaded(compute):
         torch.set_num_threads(threads)
 
 
+def secret_settings(t, settings: dict) -> dict:
+    """The grader's settings with this submission's own seed: batches no one could know before grading."""
+    return dict(settings, seed=t.secret_seed("batch seed", bits=31))
+
+
+def assert_first_steps(got: dict, expected: dict, what: str) -> None:
+    """Provenance, part one: the first steps from the grader's start equal the grader's own steps."""
+    for name, value in expected.items():
+        assert_close(got[name], value, f"{what}: parameter `{name}` after {FIRST_STEPS} steps from the init_state the "
+                     "grader sent, vs the grader's own steps", **STEP_TOL)
+
+
+def trained_lm(t, task: str, data, config, settings, what) -> dict:
+    """The student's train_lm run from this submission's secret start, shown to descend from it.
+
+    Two steps first, which must equal the grader's own from the same start and batches; then the
+    whole run, whose matrices must keep enough of the trace of that start that the reference's own run keeps.
+    """
+    init = t.secret_state("initial weights", lambda: t.ref.TransformerLM(**config))
+    settings = secret_settings(t, settings)
+    names = {k: torch.empty(s) for k, s in lm_shapes(**config).items()}
+    handle = t.student.put(data, "training ids")
+    short, label = dict(settings, steps=FIRST_STEPS), f"{what}, steps={FIRST_STEPS}"
+    first, _ = checked_state(t.student.train_lm(handle, config, short, init), names, label)
+    assert_first_steps(first, grader_steps(t.ref, config, short, init, data, FIRST_STEPS)[0], label)
+    state, _ = checked_state(t.student.train_lm(handle, config, settings, init), names, what)
+    tied(state, what)
+    assert_descends(init, state, start_of(t, task), what, least=START_LEAST, mean=START_MEAN)
+    return state
+
+
+def start_of(t, task: str) -> dict:
+    """The start profile of the reference's threshold run for `task` (a cached reference result)."""
+    return t.cached(f"{task}-start", lambda: threshold_run(t.ref, task)["start"])
+
+
 def shakespeare_config() -> dict:
     return dict(vocab_size=len(char_vocab()), **SHAKESPEARE_CONFIG)
 
 
+def threshold_run(ref, task: str) -> dict:
+    """The reference's threshold run for `task` ("shakespeare", "synthetic", "sort"): {"figure", "start"}.
+
+    One training gives both reference results: the figure the threshold is set from, and how much of its
+    start each matrix keeps (`start_profile`). The start is what the reference's train_lm or
+    train_seq2seq builds from the settings' seed when no init_state is given.
+    """
+    settings = {"shakespeare": SHAKESPEARE_SETTINGS, "synthetic": SYNTHETIC_SETTINGS, "sort": SORT_SETTINGS}[task]
+    return _threshold_run(ref, task, repr(sorted(settings.items())))
+
+
+@lru_cache(maxsize=8)  # keyed on the settings too: a changed setting is a new run
+def _threshold_run(ref, task: str, settings_key: str) -> dict:
+    if task == "sort":
+        settings, build = SORT_SETTINGS, lambda: ref.Seq2Seq(**SORT_CONFIG)
+    else:
+        settings = SHAKESPEARE_SETTINGS if task == "shakespeare" else SYNTHETIC_SETTINGS
+        config = shakespeare_config() if task == "shakespeare" else synthetic_config(synthetic_language()[0])
+        build = lambda: ref.TransformerLM(**config)  # noqa: E731
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(settings["seed"])
+        init = {k: v.detach().clone() for k, v in build().state_dict().items()}
+    if task == "shakespeare":
+        train, test = shakespeare_ids()
+        state, _ = single_threaded(lambda: ref.train_lm(train, config, settings, init))
+        figure = math.exp(stream_nll(ref, state, config, test, settings["block_size"], EVAL_STRIDE))
+    elif task == "synthetic":
+        state, _ = single_threaded(lambda: ref.train_lm(synthetic_language()[1], config, settings, init))
+        ppl, floor = synthetic_ratio(ref, state, heldout_seed=99)
+        figure = ppl / floor
+    else:
+        src, tgt = sort_pairs(SORT_TRAIN, 0)
+        state = single_threaded(lambda: ref.train_seq2seq(src, tgt, SORT_CONFIG, settings, init))
+        figure = sort_accuracy(ref, state, seed=98)
+    return {"figure": figure, "start": start_profile(init, state)}
+
+
 def reference_shakespeare(ref) -> float:
-    train, test = shakespeare_ids()
-    state, _ = single_threaded(lambda: ref.train_lm(train, shakespeare_config(), SHAKESPEARE_SETTINGS))
-    return math.exp(stream_nll(ref, state, shakespeare_config(), test, SHAKESPEARE_SETTINGS["block_size"],
-                               EVAL_STRIDE))
+    return threshold_run(ref, "shakespeare")["figure"]
 
 
 def synthetic_config(language) -> dict:
@@ -782,10 +878,7 @@ def synthetic_ratio(ref, state, heldout_seed: int) -> tuple:
 
 
 def reference_synthetic(ref) -> float:
-    language, train = synthetic_language()
-    state, _ = single_threaded(lambda: ref.train_lm(train, synthetic_config(language), SYNTHETIC_SETTINGS))
-    ppl, floor = synthetic_ratio(ref, state, heldout_seed=99)
-    return ppl / floor
+    return threshold_run(ref, "synthetic")["figure"]
 
 
 @reference_result("shakespeare")
@@ -794,9 +887,19 @@ def reference_shakespeare_result(ref) -> float:
     return reference_shakespeare(ref)
 
 
+@reference_result("shakespeare-start")
+def reference_shakespeare_start(ref) -> dict:
+    return threshold_run(ref, "shakespeare")["start"]
+
+
 @reference_result("synthetic")
 def reference_synthetic_result(ref) -> float:
     return reference_synthetic(ref)
+
+
+@reference_result("synthetic-start")
+def reference_synthetic_start(ref) -> dict:
+    return threshold_run(ref, "synthetic")["start"]
 
 
 def checked_state(value, names_like: dict, what: str) -> dict:
@@ -919,11 +1022,9 @@ def train_seeded(t):
 def shakespeare_perplexity(t):
     train, test = shakespeare_ids()
     config = shakespeare_config()
-    what = f"train_lm(Shakespeare train chars ({len(train)},), {describe(config)}, the grader's settings)"
-    names = {k: torch.empty(s) for k, s in lm_shapes(**config).items()}
-    state, _ = checked_state(t.student.train_lm(t.student.put(train, "training ids"), config, SHAKESPEARE_SETTINGS),
-                             names, what)
-    tied(state, what)
+    what = (f"train_lm(Shakespeare train chars ({len(train)},), {describe(config)}, the grader's settings and "
+            "init_state)")
+    state = trained_lm(t, "shakespeare", train, config, SHAKESPEARE_SETTINGS, what)
     ppl = math.exp(stream_nll(t.ref, state, config, test, SHAKESPEARE_SETTINGS["block_size"], EVAL_STRIDE))
     if not math.isfinite(ppl) or ppl > 2 * config["vocab_size"]:
         raise CheckFailed(f"{what}: perplexity {ppl:.4g} on the test plays, no better than a uniform guess over "
@@ -941,12 +1042,9 @@ def shakespeare_perplexity(t):
 def synthetic_perplexity(t):
     language, train = synthetic_language()
     config = synthetic_config(language)
-    what = f"train_lm(synthetic-language ids ({len(train)},), {describe(config)}, the grader's settings)"
-    names = {k: torch.empty(s) for k, s in lm_shapes(**config).items()}
-    state, _ = checked_state(t.student.train_lm(t.student.put(train, "training ids"), config, SYNTHETIC_SETTINGS),
-                             names, what)
-    tied(state, what)
-    ppl, floor = synthetic_ratio(t.ref, state, heldout_seed=secret_seed(t))
+    what = f"train_lm(synthetic-language ids ({len(train)},), {describe(config)}, the grader's settings and init_state)"
+    state = trained_lm(t, "synthetic", train, config, SYNTHETIC_SETTINGS, what)
+    ppl, floor = synthetic_ratio(t.ref, state, heldout_seed=t.secret_seed("held-out sentences"))
     ratio = t.cached("synthetic", lambda: reference_synthetic(t.ref)) * (1 + SYNTHETIC_MARGIN)
     t.note(assert_perplexity(ppl, ratio * floor, "Your model on fresh sentences of the synthetic language",
                              floor=floor))
@@ -978,21 +1076,27 @@ def checked_cache(cache, n_layers, shape, what):
     return cache
 
 
-@check(7, 2, "a step from a cache the grader built equals the full recomputation; the cache grows by the new tokens",
+@check(7, 2, "a step from a cache the grader built equals the full recomputation; the cache grows by the new tokens; "
+             "MultiHeadAttention and Block attend to the keys and values of a cache they are handed",
        uses=CACHE, needs=NORMS + FFN,
        hint="new tokens sit at positions T_past.. (learned positions and RoPE); append the new keys and values "
             "along the time axis (dim 2); the causal mask is lower-right: new token i sees all cached positions.")
 def cache_step(t):
+    """Why the model first sees other tokens: the cache handed over then holds another prefix than the one it
+    saw, so only a forward that reads the cache's keys and values gets that prefix's logits; one that
+    recomputes from tokens it kept gets its own prefix's."""
     for cfg in KV_CASES:
         state = lm_state(t, cfg)
         model = make_module(t, "TransformerLM", (), cfg, state, F64)
         reference = ref_module(t.ref, "TransformerLM", (), cfg, state)
-        idx = ids(t, 2, 9, V=13)
+        idx, seen = ids(t, 2, 9, V=13), ids(t, 2, 9, V=13)
         with torch.no_grad():
             full = reference(idx)
         for past, new in ((6, 1), (5, 3), (8, 1)):
             cache = ref_cache(reference, idx[:, :past])
-            what = f"TransformerLM({describe(cfg)})(idx (2, {new}), a cache of {past} positions)"
+            model(seen[:, :past], [])  # the model's own cache of another prefix, thrown away
+            what = (f"TransformerLM({describe(cfg)})(idx (2, {new}), a cache of {past} positions of another prefix "
+                    "than the model was fed before)")
             out = call_pure(model, idx[:, past:past + new], cache, what=what)
             if not isinstance(out, (tuple, list)) or len(out) != 2:
                 raise CheckFailed(f"{what} should return (logits, cache)")
@@ -1004,6 +1108,48 @@ def cache_step(t):
             for i, ((k, v), (ek, ev)) in enumerate(zip(returned, expected)):
                 close(k, ek, f"{what}: cache[{i}] keys", F64, DEEP_TOL)
                 close(v, ev, f"{what}: cache[{i}] values", F64, DEEP_TOL)
+    layer_caches(t)
+
+
+def layer_caches(t):
+    """MultiHeadAttention and Block handed a cache of random keys and values: their output must attend to them.
+
+    Why random: no tokens could give these keys and values, so nothing but reading the cache gives the answer.
+    """
+    B, T, past, d_head = 2, 3, 5, D // HEADS
+    for rope in (False, True):
+        cache = (randn(t, B, HEADS, past, d_head), randn(t, B, HEADS, past, d_head))
+        x = randn(t, B, T, D)
+        state = plain_state(t, attention_shapes("", D))
+        module = make_module(t, "MultiHeadAttention", (D, HEADS), {"rope": rope}, state, F64)
+        what = (f"MultiHeadAttention({D}, {HEADS}, rope={rope})(x ({B}, {T}, {D}), causal=True, cache=(k, v) of {past} "
+                "positions the grader made)")
+        expected, expected_cache = t_attention_cached(x, as64(state), "", HEADS, cache, True, rope)
+        layer_cache_close(call_pure(module, x, causal=True, cache=cache, what=what), expected, expected_cache, what,
+                          LAYER_TOL)
+        state = fill(t.rng, block_shapes("", D, DFF))
+        module = make_module(t, "Block", (D, HEADS, DFF), {"rope": rope}, state, F64)
+        s = as64(state)
+        attn, expected_cache = t_attention_cached(t_norm(x, s, "norm1"), s, "attn", HEADS, cache, True, rope)
+        h = x + attn
+        expected = h + t_mlp(t_norm(h, s, "norm2"), s, "mlp")
+        what = (f"Block({D}, {HEADS}, {DFF}, rope={rope})(x ({B}, {T}, {D}), cache=(k, v) of {past} positions the "
+                "grader made)")
+        layer_cache_close(call_pure(module, x, cache, what=what), expected, expected_cache, what, DEEP_TOL)
+
+
+def layer_cache_close(out, expected, expected_cache, what, tol) -> None:
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise CheckFailed(f"{what} should return (output, (k, v))")
+    got, layer = out
+    if not isinstance(layer, (tuple, list)) or len(layer) != 2:
+        raise CheckFailed(f"{what}: the returned cache should be a pair (k, v)")
+    close(got, expected, f"{what}: output (it must attend to the cached keys and values as well as the new ones)",
+          F64, tol)
+    shape = tuple(expected_cache[0].shape)
+    for name, z, e in zip("kv", layer, expected_cache):
+        assert_shape(z, shape, f"{what}: returned {name} (B, n_heads, T_past + T, d_head)")
+        close(z, e, f"{what}: returned {name} (the cached ones, then the new ones)", F64, tol)
 
 
 @check(7, 1, "from an empty cache, token by token: the logits and the cache's length at every step",
@@ -1071,7 +1217,53 @@ def greedy_truth(state, cfg, idx, n):
     return idx
 
 
-@check(7, 1.5, "generate greedily with and without the cache: both equal the grader's greedy decoding",
+def unmasked_lm(make_lm, make_block, cfg: dict, state: dict):
+    """make_lm(**cfg) with every block replaced by make_block(..., causal=False), holding `state`.
+
+    Why: with blocks that attend both ways, feeding a cache (earlier positions computed once, from what came
+    before them) and recomputing model(idx) at every step (earlier positions also see later tokens) give
+    different tokens, so a generate whose use_cache is ignored, either way, shows in its output.
+    """
+    model = make_lm(**cfg)
+    for i in range(cfg["n_layers"]):
+        model.blocks.pop(i)
+        rope = cfg.get("positions") == "rope"
+        model.blocks.insert(i, make_block(cfg["d_model"], cfg["n_heads"], cfg["d_ff"], rope=rope, causal=False))
+    model.load_state_dict(state)
+    return model
+
+
+def generate_uses_its_cache(t, cfg: dict) -> None:
+    """generate on a model whose two paths differ: use_cache=True must give the cached path's tokens."""
+    state = lm_state(t, cfg)
+    reference = unmasked_lm(t.ref.TransformerLM, t.ref.Block, cfg, state).double()
+    for _ in range(20):  # a prompt for which the two paths part (the weights are random: the first one, nearly always)
+        prompt = ids(t, 2, 3, V=13)
+        n = cfg["max_len"] - prompt.shape[1]
+        paths = {flag: t.ref.generate(reference, prompt, n, 0.0, use_cache=flag) for flag in (True, False)}
+        if not torch.equal(paths[True], paths[False]):
+            break
+    else:
+        raise RuntimeError("no prompt separates the cached and the recomputed paths")
+    model = unmasked_lm(t.student.TransformerLM, t.student.Block, cfg, state).double().to(t.device)
+    for use_cache in (True, False):
+        what = (f"generate(your TransformerLM ({describe(cfg)}) with every block replaced by Block(..., causal=False), "
+                f"idx {tuple(prompt.shape)}, {n}, temperature=0, use_cache={use_cache})")
+        got = call_pure(t.student.generate, model, prompt, n, 0.0, use_cache=use_cache, what=what)
+        if not isinstance(got, torch.Tensor) or got.dtype != torch.int64:
+            raise CheckFailed(f"{what} should return an int64 tensor")
+        if got.tolist() == paths[not use_cache].tolist():
+            raise CheckFailed(
+                f"{what}: with blocks that attend both ways, feeding the cache and recomputing model(idx) give different "
+                f"tokens, and these are the tokens of {'recomputing' if use_cache else 'the cache'}. "
+                + ("With use_cache=True feed the prompt once with an empty cache [], then only each new token with the "
+                   "cache the model returned." if use_cache else "With use_cache=False call model(idx) on the whole "
+                                                                 "sequence at every step, without a cache."))
+        assert_equal(got.tolist(), paths[use_cache].tolist(), what)
+
+
+@check(7, 1.5, "generate greedily with and without the cache: both equal the grader's greedy decoding; on a model "
+               "where the two paths differ, each flag takes its own path",
        uses=CACHE + ("generate",), needs=NORMS + FFN)
 def generate_greedy(t):
     for cfg in KV_CASES:
@@ -1086,6 +1278,8 @@ def generate_greedy(t):
                 if not isinstance(got, torch.Tensor) or got.dtype != torch.int64:
                     raise CheckFailed(f"{what} should return an int64 tensor")
                 assert_equal(got.tolist(), expected.tolist(), what)
+    for cfg in KV_CASES:
+        generate_uses_its_cache(t, cfg)
 
 
 def chi_square_ok(counts: np.ndarray, probs: np.ndarray) -> tuple:
@@ -1353,9 +1547,7 @@ def sort_accuracy(ref, state, seed) -> float:
 
 
 def reference_sort(ref) -> float:
-    src, tgt = sort_pairs(SORT_TRAIN, 0)
-    state = single_threaded(lambda: ref.train_seq2seq(src, tgt, SORT_CONFIG, SORT_SETTINGS))
-    return sort_accuracy(ref, state, seed=98)
+    return threshold_run(ref, "sort")["figure"]
 
 
 @reference_result("sort")
@@ -1363,15 +1555,45 @@ def reference_sort_result(ref) -> float:
     return reference_sort(ref)
 
 
+@reference_result("sort-start")
+def reference_sort_start(ref) -> dict:
+    return threshold_run(ref, "sort")["start"]
+
+
+def train_seq2seq_from(t, args: tuple, settings: dict, init: dict, what: str):
+    """The student's train_seq2seq with the grader's init_state; an older signature without it says so."""
+    try:
+        return t.student.train_seq2seq(*args, settings, init_state=init)
+    except StudentError as exc:
+        if "init_state" in str(exc) and "unexpected keyword" in str(exc):
+            raise CheckFailed(f"{what}: train_seq2seq takes no `init_state`. Its signature is train_seq2seq(src, tgt, "
+                              "config, settings, init_state=None): load init_state into the model when it is given, "
+                              "as train_lm does; the grader trains from its own start.") from None
+        raise
+
+
+def trained_seq2seq(t, src, tgt, what) -> dict:
+    """The student's train_seq2seq run from this submission's secret start, shown to descend from it (as trained_lm)."""
+    init = t.secret_state("initial weights", lambda: t.ref.Seq2Seq(**SORT_CONFIG))
+    settings = secret_settings(t, SORT_SETTINGS)
+    names = s2s_names(SORT_CONFIG)
+    args = (t.student.put(src, "sources"), t.student.put(tgt, "sorted targets"), SORT_CONFIG)
+    short, label = dict(settings, steps=FIRST_STEPS), f"{what}, steps={FIRST_STEPS}"
+    first = checked_names(train_seq2seq_from(t, args, short, init, label), names, label)
+    assert_first_steps(first, grader_seq2seq_steps(t.ref, SORT_CONFIG, short, init, src, tgt, FIRST_STEPS), label)
+    state = checked_names(train_seq2seq_from(t, args, settings, init, what), names, what)
+    assert_descends(init, state, start_of(t, "sort"), what, least=START_LEAST, mean=START_MEAN)
+    return state
+
+
 @check(8, 3, "train_seq2seq sorts digit strings: exact-match accuracy on fresh strings the grader draws",
        uses=S2S + ("train_seq2seq",), needs=TRAINING + NORMS + FFN, timeout=TRAIN_TIMEOUT)
 def seq2seq_sorting(t):
     src, tgt = sort_pairs(SORT_TRAIN, 0)
-    what = f"train_seq2seq(src ({SORT_TRAIN}, {SORT_LENGTH}), sorted tgt, {describe(SORT_CONFIG)}, the grader's settings)"
-    names = {k: torch.empty(s) for k, s in seq2seq_shapes(*[SORT_CONFIG[k] for k in (
-        "vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len")]).items()}
-    state = checked_names(t.student.train_seq2seq(src, tgt, SORT_CONFIG, SORT_SETTINGS), names, what)
-    accuracy = sort_accuracy(t.ref, state, seed=secret_seed(t))
+    what = (f"train_seq2seq(src ({SORT_TRAIN}, {SORT_LENGTH}), sorted tgt, {describe(SORT_CONFIG)}, the grader's "
+            "settings and init_state)")
+    state = trained_seq2seq(t, src, tgt, what)
+    accuracy = sort_accuracy(t.ref, state, seed=t.secret_seed("held-out strings"))
     needed = t.cached("sort", lambda: reference_sort(t.ref)) - SORT_MARGIN
     line = f"Exact-match accuracy on {SORT_EVAL} fresh strings: {accuracy:.3f} (needed {needed:.3f})"
     if accuracy < needed:

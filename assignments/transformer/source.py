@@ -23,6 +23,18 @@
 # treated as not attempting the question. Everything else is fine: `nn.Linear`, `nn.Embedding`,
 # `F.gelu`, `F.silu`, `F.cross_entropy`, `torch.softmax`, autograd.
 #
+# **Graded code is plain Python the grader can read.** Graded cells may import only `torch` (and its
+# public submodules), `numpy`, `math`, `random`, `heapq`, `collections`, `itertools`, `functools`,
+# `typing`, `dataclasses` and `warnings`. No reflection (`getattr` and `hasattr` only with a literal
+# name; no `setattr`, `vars`, `globals`, `__dict__`, `__class__` or other double-underscore names
+# beyond `__init__`, `__len__`, `__getitem__` and the like), no code made or loaded at run time
+# (`eval`, `exec`, `pickle`, `torch.load`, `torch.jit`, `torch.compile`, ...), no private names of a
+# library (`torch._C`, `torch._VF`), and no changing a library (`torch.softmax = ...`). Use a module
+# only as `module.name`: `import torch.nn.functional as F`, not `F = torch.nn.functional`. The
+# grader reads your graded cells before it runs anything and does not grade a check whose code
+# breaks these rules (no check at all if the code runs when the cells load); getting round them
+# counts as not attempting the question.
+#
 # **Conventions.** Shapes `(B, T, d)`: batch, time, features. Masks are boolean, `True` = may attend.
 # Causal masks with fewer queries than keys are aligned lower-right (query row `i` is position
 # `i + T_k - T_q`). Never create a tensor on a fixed device or dtype (`device=x.device`,
@@ -473,6 +485,12 @@ def get_batch(data, batch_size, block_size, generator):
 # The grader first runs one and two steps on a stream where every batch is the same and compares
 # your parameters with its own update, then trains on Shakespeare and on a synthetic language whose
 # best possible perplexity is known.
+#
+# **Only a model your function trains, from the start it is given, earns points.** For each
+# submission the grader draws its own `init_state` and `seed`, replays your first steps from them,
+# and checks that the weights you return descend from that `init_state` through your steps. Weights
+# trained anywhere else, loaded from a file or a string, or grown from another start (a model you
+# re-create or re-initialize) earn nothing, however good their perplexity.
 
 # %% tags=["graded"]
 import torch
@@ -634,10 +652,12 @@ for use_cache in (True, False):
 # The task: **sort a string of digits**. Tokens 0–9 are digits, 10 is `BOS`. The decoder input is
 # `[BOS] + target[:-1]` (teacher forcing) and it predicts `target`. `greedy_decode(model, src, n, bos)`
 # returns the `n` tokens after `BOS`, `(B, n)` int64, argmax at each step.
-# `train_seq2seq(src, tgt, config, settings)` trains `Seq2Seq(**config)` with your Q5 pieces (the
-# same loop as `train_lm`, batches of `batch_size` random rows of `src`/`tgt` drawn with
-# `torch.randint(0, N, (batch_size,), generator=g)`, model on `src.device`), and returns its `state_dict()`. The grader
-# scores exact-match accuracy on fresh strings it draws itself.
+# `train_seq2seq(src, tgt, config, settings, init_state=None)` trains `Seq2Seq(**config)` with your Q5
+# pieces (the same loop as `train_lm`: `torch.manual_seed(seed)`, the model on `src.device`, loaded from
+# `init_state` when one is given, batches of `batch_size` random rows of `src`/`tgt` drawn with
+# `torch.randint(0, N, (batch_size,), generator=g)`), and returns its `state_dict()`. The grader
+# scores exact-match accuracy on fresh strings it draws itself, and, as in Q6, only for weights your
+# function trained from the `init_state` and `seed` it sends: weights from anywhere else earn nothing.
 
 # %% tags=["graded"]
 import torch
@@ -714,12 +734,15 @@ def greedy_decode(model, src, n, bos):
     # END SOLUTION
 
 
-def train_seq2seq(src, tgt, config, settings):
-    """Train Seq2Seq(**config) on pairs (src (N, S), tgt (N, T)) with teacher forcing -> state_dict."""
-    # BEGIN SOLUTION: train_seq2seq: the train_lm loop on random rows, decoder input [BOS] + tgt[:, :-1]
+def train_seq2seq(src, tgt, config, settings, init_state=None):
+    """Train Seq2Seq(**config) (from init_state when given) on pairs (src (N, S), tgt (N, T)) with teacher forcing
+    -> state_dict."""
+    # BEGIN SOLUTION: train_seq2seq: the train_lm loop (seed, model, init_state) on random rows, decoder input [BOS] + tgt[:, :-1]
     s = settings
     torch.manual_seed(s["seed"])
     model = Seq2Seq(**config).to(src.device)
+    if init_state is not None:  # the grader's start
+        model.load_state_dict(init_state)
     params = list(model.parameters())
     optimizer = AdamW(params, lr=s["max_lr"], betas=tuple(s["betas"]), eps=s["eps"], weight_decay=s["weight_decay"])
     generator = torch.Generator().manual_seed(s["seed"])

@@ -1,0 +1,264 @@
+"""Graded code is plain Python the grader can read: every staff solution and every correct variant
+is inside the subset; reflection, run-time code, patched libraries and imports from outside the
+allowlist are refused with a message that says what, where and what to write instead, and cost
+exactly the checks of the code that holds or reaches them. (Banned routines reached by readable
+code: tests/test_forbidden.py.)"""
+import importlib
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from autograder import assignments, build, policy
+from autograder.checks import CheckSpec
+from autograder.extract import Cell, read_submission
+from tests.helpers import edited_solution
+
+IDS = [a.id for a in assignments.available()]
+CLEAN = "import torch\ndef clean(x):\n    return torch.softmax(x, -1)"
+
+
+def cells(*sources, first=1):
+    return [Cell(index=i, number=first + i, source=s) for i, s in enumerate(sources)]
+
+
+def refused(*sources, assignment="attention"):
+    return policy.refused(cells(*sources), assignments.get(assignment))
+
+
+@pytest.mark.parametrize("assignment_id", IDS)
+def test_staff_solutions_and_starters_are_inside_the_subset(assignment_id):
+    assignment = assignments.get(assignment_id)
+    assert policy.refused(read_submission(assignment.reference_path).cells, assignment) == {}
+    with tempfile.TemporaryDirectory() as folder:
+        for variant in ("solution", "starter"):
+            path = Path(folder) / f"{variant}.ipynb"
+            path.write_text(build.notebook(assignment, variant))
+            sub = read_submission(path)
+            assert sub.cells, variant
+            assert policy.refused(sub.cells, assignment) == {}, variant
+
+
+def _replacements(value):
+    """The (old, new) edits of a variant, however its table nests them."""
+    if isinstance(value, list) and all(isinstance(e, tuple) and len(e) == 2 and all(isinstance(s, str) for s in e)
+                                       for e in value):
+        return value
+    for item in value if isinstance(value, tuple) else ():
+        found = _replacements(item)
+        if found is not None:
+            return found
+    return None
+
+
+def _correct_variants():
+    for assignment_id in IDS:
+        module = importlib.import_module(f"tests.test_{assignment_id}_variants")
+        for table, variants in vars(module).items():
+            if table.isupper() and "CORRECT" in table and isinstance(variants, dict):
+                for name, value in variants.items():
+                    yield pytest.param(assignment_id, _replacements(value), id=f"{assignment_id}: {name}")
+
+
+@pytest.mark.parametrize("assignment_id, replacements", list(_correct_variants()))
+def test_correct_variants_are_inside_the_subset(assignment_id, replacements):
+    assert replacements is not None
+    text = edited_solution(assignment_id, replacements)
+    assert policy.refused(cells(text), assignments.get(assignment_id)) == {}
+
+
+def test_a_local_named_lstm_in_hidden_grad_norms_is_fine():
+    """The old scanner withheld a correct `hidden_grad_norms` for a local variable called `lstm`."""
+    from autograder import forbidden
+    rnn_lm = assignments.get("rnn_lm")
+    text = edited_solution("rnn_lm", [(
+        "        hs = []\n        for t in range(x.size(1)):\n            state = cell(x[:, t], state)\n",
+        "        hs = []\n        lstm = cell\n        for t in range(x.size(1)):\n            state = lstm(x[:, t], state)\n")])
+    assert "lstm = cell" in text.split("def hidden_grad_norms")[1]
+    assert policy.refused(cells(text), rnn_lm) == {}
+    assert forbidden.tainted_names(cells(text), rnn_lm.forbidden) == {}
+
+
+# name: (graded cell defining `mha`, what the message must say). `clean`, in another cell, keeps its points.
+ATTACKS = {
+    "getattr on a for-loop variable": (
+        "import torch\ndef mha(x):\n    for name in ['softmax', 'lstm']:\n        f = getattr(torch, name)\n    return f(x)",
+        "literal name"),
+    "getattr on a walrus name": (
+        "import torch\ndef mha(x):\n    if (n := 'ls' + 'tm'):\n        return getattr(torch, n)(x)", "literal name"),
+    "a __subclasses__ walk": (
+        "def mha(x):\n    for c in object.__subclasses__():\n        if c.__name__ == 'LSTM':\n            return c\n",
+        "`object.__subclasses__`"),
+    "f.__globals__": ("def mha(f, x):\n    return f.__globals__['torch'].lstm(x)", "`f.__globals__`"),
+    "a marshalled code object": (
+        "import marshal, types\ndef mha(x):\n    return types.FunctionType(marshal.loads(x), {})()", "`import marshal`"),
+    "pickle.loads": ("import pickle\ndef mha(x):\n    return pickle.loads(x)", "may import only"),
+    "__builtins__['getattr']": ("import torch\ndef mha(x):\n    return __builtins__['getattr'](torch, 'lstm')(x)",
+                                "`__builtins__`"),
+    "importlib.import_module": ("import importlib\ndef mha(x):\n    return importlib.import_module('torch').lstm(x)",
+                                "`import importlib`"),
+    "sys.modules['torch'].lstm": ("import sys\ndef mha(x):\n    return sys.modules['torch'].lstm(x)", "`import sys`"),
+    "assigning torch.softmax": ("import torch\ndef mha(x):\n    torch.softmax = lambda *a, **k: x\n    return x",
+                                "changes a library"),
+    "import autograder": ("import autograder\ndef mha(x):\n    return autograder.worker", "`import autograder`"),
+    "from autograder.worker import": ("from autograder.worker import Worker\ndef mha(x):\n    return Worker",
+                                      "`from autograder.worker import Worker`"),
+    "type(x).__mro__": ("def mha(x):\n    return type(x).__mro__[-1]", "`type(x).__mro__`"),
+    "().__class__.__base__.__subclasses__()": (
+        "def mha(x):\n    return ().__class__.__base__.__subclasses__()", "`().__class__`"),
+    "eval": ("import torch\ndef mha(x):\n    return eval('torch.l' + 'stm')(x)", "`eval`"),
+    "exec": ("def mha(x):\n    exec('y = 1')\n    return x", "makes or loads code"),
+    "compile": ("def mha(x):\n    return compile('1', 'f', 'eval')", "`compile`"),
+    "vars of a module": ("import torch.nn.functional as F\ndef mha(x, k):\n    return vars(F)[k](x)", "`vars`"),
+    "setattr": ("import torch\ndef mha(x):\n    setattr(torch, 'softmax', None)\n    return x", "`setattr`"),
+    "globals() in a function": ("def mha(x):\n    return globals()['clean'](x)", "`globals`"),
+    "getattr passed as a value": ("import functools\ndef mha(x, path):\n    return functools.reduce(getattr, path, x)",
+                                  "`getattr`"),
+    "a getattr of a double-underscore literal": ("def mha(x):\n    return getattr(x, '__class__')", "__class__"),
+    "a module held in a variable": ("import torch\ndef mha(x):\n    m = torch.nn\n    return m.LSTM(3, 4)(x)",
+                                    "a module is used only as `module.name`"),
+    "a module passed to a helper": ("import torch\ndef get(m):\n    return m.lstm\ndef mha(x):\n    return get(torch)(x)",
+                                    "`torch`"),
+    "a module a library imported for itself": ("import torch\ndef mha(x):\n    return torch.os.system('ls')",
+                                                "reaches module `os`"),
+    "builtins through torch": ("import torch\ndef mha(x):\n    return torch.builtins.eval('1')", "module `builtins`"),
+    "torch._VF": ("import torch\ndef mha(x):\n    return torch._VF.lstm(x)", "private"),
+    "from torch import _C": ("from torch import _C\ndef mha(x):\n    return _C", "private"),
+    "torch.ops": ("import torch\ndef mha(x):\n    return torch.ops.aten.lstm(x)", "`torch.ops` makes or loads code"),
+    "torch.load": ("import torch\ndef mha(x):\n    return torch.load(x)", "`torch.load`"),
+    "torch.jit": ("import torch\ndef mha(x):\n    return torch.jit.script(x)", "`torch.jit`"),
+    "torch.compile": ("import torch\ndef mha(x):\n    return torch.compile(x)", "`torch.compile`"),
+    "np.load with pickles": ("import numpy as np\ndef mha(x):\n    return np.load(x, allow_pickle=True)", "`numpy.load`"),
+    "a library class patched through an alias": (
+        "from torch import nn\nLinear = nn.Linear\ndef mha(x):\n    Linear.forward = lambda self, x: x\n    return x",
+        "`Linear` holds a library object"),
+    "a class patched through type()": ("def mha(x):\n    type(x).softmax = lambda s, d: s\n    return x",
+                                       "changes a library"),
+    "a class patched through mro()": (
+        "from torch import nn\nclass L(nn.Linear):\n    pass\ndef mha(x):\n    for c in L.mro():\n"
+        "        c.forward = lambda self, x: x\n    return x", "`c` holds a library object"),
+    "a class got from type() patched later": (
+        "def mha(x):\n    t = type(x)\n    t.softmax = lambda s, d: s\n    return x", "`t` holds a library object"),
+    "nn.Module.__call__ patched": ("from torch import nn\ndef mha(x):\n    nn.Module.__call__ = lambda *a: x\n    return x",
+                                   "changes a library"),
+    "a global module hook": (
+        "import torch\ndef mha(x):\n    torch.nn.modules.module.register_module_forward_hook(lambda *a: x)\n    return x",
+        "changes a library"),
+    "a library class rewritten by dataclass()": (
+        "import dataclasses\nfrom torch import nn\ndef mha(x):\n    dataclasses.dataclass(nn.Linear)\n    return x",
+        "only as `@decorator` on your own class"),
+    "an abstract base class registry": (
+        "import collections.abc\ndef mha(x):\n    collections.abc.Sequence.register(type(x))\n    return x",
+        "changes a library"),
+    "a generator's frame": ("def mha(x):\n    g = (i for i in [1])\n    return g.gi_frame.f_back.f_globals",
+                            "frames"),
+    "type() with three arguments": ("def mha(x):\n    return type('A', (), {})", "`class` statement"),
+    "a class's __getattr__": ("class mha:\n    def __getattr__(self, name):\n        return name", "`__getattr__`"),
+    "async": ("async def mha(x):\n    return x", "ordinary `def`"),
+    "a relative import": ("from . import worker\ndef mha(x):\n    return worker", "relative"),
+}
+
+
+# Patching `torch` changes every function that uses torch afterwards: they lose their points too.
+COSTS_TORCH_USERS = {"assigning torch.softmax"}
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+def test_attacks_are_refused_with_a_clear_message(attack):
+    source, said = ATTACKS[attack]
+    found = refused(CLEAN, source)
+    assert "mha" in found and policy.EVERYTHING not in found, found
+    assert ("clean" in found) == (attack in COSTS_TORCH_USERS), found
+    message = str(found["mha"][0])
+    assert said in message and "graded cell 2, line " in message, message
+    spec = CheckSpec(name="x", question="1", points=1.0, title="x", uses=("mha",))
+    assert "Not graded: `mha`" in policy.withheld(spec, found)
+    if "clean" not in found:
+        assert policy.withheld(CheckSpec(name="y", question="1", points=1.0, title="y", uses=("clean",)), found) is None
+
+
+@pytest.mark.parametrize("source", [
+    "import torch\ntorch.softmax = lambda *a, **k: 0\ndef mha(x):\n    return x",
+    "from torch.nn.functional import *\ndef mha(x):\n    return x",
+    "def setup():\n    exec('import os')\nsetup()\ndef mha(x):\n    return x",
+    "import torch\n@torch.jit.script\ndef mha(x):\n    return x",
+    "class Meta(type):\n    pass\nclass mha(metaclass=Meta):\n    pass",
+    "def __getattr__(name):\n    return name",
+    "class mha:\n    attrs = vars()\n",
+    "import os\nHOME = os.getcwd()\ndef mha(x):\n    return x",
+])
+def test_code_outside_the_subset_that_runs_at_load_costs_every_check(source):
+    found = refused(CLEAN, source)
+    assert policy.EVERYTHING in found, found
+    spec = CheckSpec(name="y", question="1", points=1.0, title="y", uses=("clean",))
+    assert "no check is graded" in policy.withheld(spec, found)
+
+
+def test_referring_to_refused_code_at_load_without_running_it_costs_only_the_referrer():
+    found = refused(CLEAN, "class Bad:\n    def f(self):\n        return vars(self)\nclass Sub(Bad):\n    pass\n"
+                           "ALIAS = Bad\nmodel = Bad.f")
+    assert set(found) == {"Bad", "Sub", "ALIAS", "model"}
+
+
+def test_a_violation_costs_its_function_what_calls_it_and_what_needs_it():
+    found = refused("import torch\ndef bad(x):\n    return eval('x')\ndef caller(x):\n    return bad(x) + 1\n"
+                    "def other(x):\n    return torch.tanh(x)")
+    assert set(found) == {"bad", "caller"}
+    needs = CheckSpec(name="z", question="2", points=1.0, title="z", uses=("other",), needs=("bad",))
+    assert "`bad`" in policy.withheld(needs, found)
+    assert str(found["caller"][0]).startswith("`eval` (graded cell 1, line 3")
+
+
+def test_a_disallowed_import_costs_only_the_names_it_binds():
+    found = refused("import os, torch\ndef uses_os():\n    return os.getcwd()\ndef fine(x):\n    return torch.tanh(x)")
+    assert set(found) == {"os", "uses_os"}
+    assert str(found["os"][0]).startswith("`import os` (graded cell 1, line 1: graded cells may import only ")
+
+
+def test_cells_are_numbered_as_jupyter_numbers_them():
+    found = policy.refused(cells("import torch", "def mha(x):\n    y = 1\n    return vars(x)", first=5),
+                           assignments.get("attention"))
+    assert str(found["mha"][0]).startswith("`vars` (graded cell 6, line 3: reflection")
+
+
+def test_imports_follow_the_assignment():
+    assert not refused("import re\ndef tokenize(s):\n    return re.findall('a', s)", assignment="ngram")
+    assert "tokenize" in refused("import re\ndef tokenize(s):\n    return re.findall('a', s)", assignment="attention")
+    assert "f" in refused("import torch\ndef f(x):\n    return torch.tanh(x)", assignment="backprop")
+    assert not refused("import torch\ndef f(x):\n    return torch.tanh(x)", assignment="rnn_lm")
+    for assignment in assignments.available():
+        allowed = policy.allowed_imports(assignment)
+        assert "autograder" not in allowed and policy.BASE_IMPORTS <= allowed
+        assert ("torch" in allowed) == assignment.uses_torch
+
+
+def test_ordinary_python_is_inside_the_subset():
+    found = refused(
+        "from __future__ import annotations\nimport math\nimport torch\nfrom torch import nn\nimport torch.nn.functional as F\n"
+        "from collections import Counter, defaultdict\nfrom dataclasses import dataclass, field\n"
+        "@dataclass\nclass Config:\n    d: int = 4\n    names: list = field(default_factory=list)\n"
+        "    def __post_init__(self):\n        self.h = getattr(self, 'd', 1) // 2\n"
+        "class Block(nn.Module):\n    def __init__(self, d, act=F.gelu):\n        super().__init__()\n"
+        "        self.lstm = nn.Linear(d, d)\n        self.act = act\n        self._cache = None\n"
+        "    def forward(self, x):\n        assert isinstance(x, torch.Tensor), type(x)\n"
+        "        return self.act(self.lstm(x)) * math.sqrt(x.size(-1))\n"
+        "    def __len__(self):\n        return 1\n"
+        "def table(words):\n    counts = defaultdict(Counter)\n    for a, b in zip(words, words[1:]):\n"
+        "        counts[a][b] += 1\n    best = max(counts, key=counts.__getitem__) if counts else None\n"
+        "    return {k: dict(v) for k, v in counts.items()}, best\n"
+        "def gen(x):\n    yield from (y for y in x)\n"
+        "with torch.no_grad():\n    WEIGHTS = torch.zeros(3, dtype=torch.float64)\n"
+        "if __name__ == '__main__':\n    print(table(['a', 'b']))\n")
+    assert found == {}
+
+
+def test_every_starter_states_the_rules_with_its_imports():
+    for assignment in assignments.available():
+        intro = assignment.source_path.read_text().split("\n# %%", 1)[0]
+        text = " ".join(line.lstrip("# ") for line in intro.splitlines())
+        assert "plain Python the grader can read" in text, assignment.id
+        assert "not attempting the question" in text, assignment.id
+        missing = [m for m in policy.allowed_imports(assignment) - {policy.FUTURE} if f"`{m}`" not in text]
+        assert not missing, (assignment.id, missing)
+        assert build.notebook(assignment, "starter").count("plain Python the grader can read") == 1
+
