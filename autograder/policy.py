@@ -218,7 +218,8 @@ def _library_object(path: str):
 @functools.lru_cache(maxsize=64)
 def _refused_objects(roots: frozenset[str]) -> frozenset[int]:
     """ids of the refused routines and of built-in reflection, to know them under any other path."""
-    ids = {id(getattr(builtins, name)) for name in REFLECTION | MAKES_CODE}
+    ids = {id(getattr(builtins, name)) for name in REFLECTION | MAKES_CODE
+           if hasattr(builtins, name)}  # `help` exists only when `site` ran (not under python -S)
     for path in RUNTIME_ROUTINES:
         obj = _library_object(path) if path.split(".")[0] in roots else _MISSING
         if obj is not _MISSING:

@@ -501,6 +501,7 @@ def numerical_gradient(f, x, eps=1e-6):
 """
 
 
+@pytest.mark.usefixtures("policy_off")  # the layer beneath the policy
 def test_numerical_gradient_that_digs_out_the_exact_gradient_gains_nothing(tmp_path):
     """The function a gradient checker is handed has no `.grad`, and what can be dug out of its closure
     (the exact gradient) is not what the grader compares with: its own central differences at the

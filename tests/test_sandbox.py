@@ -514,6 +514,7 @@ def replace_oov(tokens, vocab):
 '''
 
 
+@pytest.mark.usefixtures("policy_off")  # the layer beneath the policy
 def test_patching_numpy_in_the_worker_does_not_change_grading(tmp_path):
     path = tmp_path / "patched.py"
     path.write_text(PATCHED_NUMPY)
