@@ -333,16 +333,7 @@ def _grade_batch(args, assignment, device: str) -> int:
     if args.shard is None:
         print(f"wrote {args.out / 'grades.csv'}, {args.out / 'feedback'}/, {args.out / 'summary.txt'}, "
               f"{args.out / 'histogram.png'}")
-    status = 0
-    if result.errors:
-        print(f"lmgrade: {len(result.errors)} submission(s) could not be graded; run the same command again "
-              "to retry them", file=sys.stderr)
-        status = 1
-    if result.write_errors:
-        print(f"lmgrade: {len(result.write_errors)} output file(s) could not be written (listed in the summary)",
-              file=sys.stderr)
-        status = 1
-    return status
+    return _batch_status(result, "run the same command again to retry them")
 
 
 def _merge(args) -> int:
@@ -359,10 +350,14 @@ def _merge(args) -> int:
     dest = args.out or args.outs[0]
     print(result.summary)
     print(f"wrote {dest / 'grades.csv'}, {dest / 'feedback'}/, {dest / 'summary.txt'}, {dest / 'histogram.png'}")
+    return _batch_status(result, "run their shard again to retry them, then merge again")
+
+
+def _batch_status(result, retry: str) -> int:
+    """1 when a submission could not be graded or an output could not be written, each said once."""
     status = 0
     if result.errors:
-        print(f"lmgrade: {len(result.errors)} submission(s) could not be graded; run their shard again to retry "
-              "them, then merge again", file=sys.stderr)
+        print(f"lmgrade: {len(result.errors)} submission(s) could not be graded; {retry}", file=sys.stderr)
         status = 1
     if result.write_errors:
         print(f"lmgrade: {len(result.write_errors)} output file(s) could not be written (listed in the summary)",
