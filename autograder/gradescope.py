@@ -36,6 +36,7 @@ from autograder.data import shakespeare
 DEFAULT_ROOT = Path("/autograder")
 DEFAULT_WORKER_USER = "lmgrade-student"
 CONFIG = "lmgrade-gradescope.json"  # in source/: which assignment this autograder grades
+METADATA = "submission_metadata.json"  # Gradescope's, beside source/: earlier submissions and their feedback
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 RESULT_LIMIT = 100_000  # Gradescope cuts text fields here; results.py clips well below it
 IGNORED_DIRS = {"__MACOSX", "__pycache__", ".ipynb_checkpoints", ".git"}
@@ -227,17 +228,21 @@ found=""
 ls "$1" >/dev/null 2>&1 && found="$found read:$1"
 cat "$1/CONFIG" >/dev/null 2>&1 && found="$found read:$1/CONFIG"
 if ( : > "$2/.lmgrade-probe" ) 2>/dev/null; then found="$found write:$2"; fi
+ls "$3" >/dev/null 2>&1 && found="$found read:$3"
+cat "$3/METADATA" >/dev/null 2>&1 && found="$found read:$3/METADATA"
 echo "$found"
-""".replace("CONFIG", CONFIG)
+""".replace("CONFIG", CONFIG).replace("METADATA", METADATA)
 
 
 def lock_down(root: Path, user: pwd.struct_passwd | None) -> None:
-    """source/ and results/ root-only; then prove `user` can neither read the one nor write the other."""
+    """The whole autograder root root-only (source/, results/, submission_metadata.json with earlier
+    submissions' feedback, the submission itself: the worker needs none of it, the grader sends the
+    cells); then prove `user` can read none of it and write nothing there."""
     source, results_dir = root / "source", root / "results"
     results_dir.mkdir(parents=True, exist_ok=True)
-    for folder in (source, results_dir):
+    for folder in (root, source, results_dir):  # 0700 on root alone already bars the way; the others stay so
         os.chown(folder, 0, 0)
-        os.chmod(folder, 0o700)
+        os.chmod(folder, 0o700)  # with ACLs, this also empties the mask: no named user or group gets in
     if user is None:
         return
     problems = access_as(user, source, results_dir)
@@ -247,9 +252,9 @@ def lock_down(root: Path, user: pwd.struct_passwd | None) -> None:
 
 def access_as(user: pwd.struct_passwd, source: Path, results_dir: Path) -> list[str]:
     """What `user` can do that it must not: ['read:<source>', 'write:<results>', ...] (empty: good)."""
-    proc = subprocess.run(["/bin/sh", "-c", _PROBE, "probe", str(source), str(results_dir)], capture_output=True,
-                          text=True, timeout=30, user=user.pw_uid, group=user.pw_gid, extra_groups=[], cwd="/",
-                          env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+    proc = subprocess.run(["/bin/sh", "-c", _PROBE, "probe", str(source), str(results_dir), str(source.parent)],
+                          capture_output=True, text=True, timeout=30, user=user.pw_uid, group=user.pw_gid,
+                          extra_groups=[], cwd="/", env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
     (results_dir / ".lmgrade-probe").unlink(missing_ok=True)
     if proc.returncode != 0:
         raise Misconfigured(f"could not run a probe as {user.pw_name}: {proc.stderr.strip()[:300]}")
@@ -259,11 +264,13 @@ def access_as(user: pwd.struct_passwd, source: Path, results_dir: Path) -> list[
 _WORKER_PROBE = """
 def lmgrade_probe(source, results):
     import os
-    try:
-        os.listdir(source)
-        listed = True
-    except OSError:
-        listed = False
+    listed = False
+    for folder in (source, os.path.dirname(source)):
+        try:
+            os.listdir(folder)
+            listed = True
+        except OSError:
+            pass
     try:
         os.close(os.open(os.path.join(results, ".lmgrade-worker-probe"), os.O_WRONLY | os.O_CREAT, 0o600))
         wrote = True
@@ -286,8 +293,8 @@ def check_worker(root: Path, user: pwd.struct_passwd) -> None:
     finally:
         (root / "results" / ".lmgrade-worker-probe").unlink(missing_ok=True)
     if uid != user.pw_uid or listed or wrote:
-        raise Misconfigured(f"student code would run as uid {uid} (expected {user.pw_uid}, {user.pw_name}), "
-                            f"list source/: {listed}, write results/: {wrote}")
+        raise Misconfigured(f"student code would run as uid {uid} (expected {user.pw_name}, uid {user.pw_uid}), "
+                            f"list the autograder root or source/: {listed}, write results/: {wrote}")
 
 
 # ---- grading ------------------------------------------------------------------------------------

@@ -217,10 +217,12 @@ class Remote:
         return self._call({"op": "vjp", "target": self._target, "wrt": wrt, "output_index": output_index},
                           {"args": list(args), "cotangent": cotangent}, label)
 
-    def on_meta(self, *args, dtype: str = "float32", **kwargs) -> dict:
-        """Run on the `meta` device (see worker.op_meta): {"outputs": [...], "foreign": str | None}."""
-        label = f"{self._label}({describe_args(args, kwargs)}) on the meta device"
-        return self._call({"op": "meta", "target": self._target, "dtype": dtype},
+    def on_meta(self, *args, dtype: str = "float32", keep_data: bool = False, **kwargs) -> dict:
+        """Run on the `meta` device (see worker.op_meta): {"outputs": [...], "foreign": str | None}.
+        With keep_data the inputs stay on the CPU and `meta` is the default device instead."""
+        where = "with `meta` as the default device" if keep_data else "on the meta device"
+        label = f"{self._label}({describe_args(args, kwargs)}) {where}"
+        return self._call({"op": "meta", "target": self._target, "dtype": dtype, "keep_data": keep_data},
                           {"args": list(args), "kwargs": kwargs}, label)
 
     def __repr__(self) -> str:

@@ -78,7 +78,8 @@ class Limits:
     cpu_seconds: int = 1800  # CPU time of one worker over its whole life
     file_bytes: int = 64 << 20  # largest file the student's code may write
     max_restarts: int = 40  # after this many the remaining checks fail fast
-    process_margin: int = 512  # tasks the worker may add to its user's count (RLIMIT_NPROC; root is exempt)
+    process_margin: int = 512  # tasks (threads too) the worker may run (RLIMIT_NPROC in its own user namespace)
+    scratch_bytes: int = 256 << 20  # total size of its scratch folder (a tmpfs in its own mount namespace, as root)
     worker_user: str | None = None  # as root: run the worker as this user (default: $LMGRADE_WORKER_USER)
     confine: bool = True  # Landlock where the kernel has it (files, TCP, signals)
     isolate_network: bool = True  # as root: a fresh network namespace, no interface up
@@ -231,6 +232,8 @@ class Sandbox:
         self._channel = None
         self._rules: tuple | None = None
         self._shm_before: set = set()
+        self.userns: int | None = None  # the worker's own user namespace (inode), where it has one
+        self.cgroup: Path | None = None  # its pids cgroup, as root
         self.scratch = Path(tempfile.mkdtemp(prefix="lmgrade-scratch-"))
         self.sitedir = Path(tempfile.mkdtemp(prefix="lmgrade-site-"))
         engine = self.sitedir / "autograder"  # only the engine files the worker runs, as copies
@@ -280,7 +283,30 @@ class Sandbox:
                 raise WorkerFailure("unavailable", f"the Landlock rules could not be set up ({LANDLOCK_ENV}=0 "
                                     "runs without them, see docs/security.md)")
         drop_caps = _CapDrop() if root and not identity and _LIBC is not None else None
+        userns_caps = _CapDrop() if _LIBC is not None else None  # what a new user namespace grants, dropped
         self._shm_before = _shm_entries()
+        self.cgroup = _pids_cgroup(limits.process_margin)
+        join = os.fsencode(self.cgroup / "cgroup.procs") if self.cgroup else None
+        ids = identity[:2] if identity else (os.geteuid(), os.getegid())
+        scratch_options = f"mode=0700,size={limits.scratch_bytes},uid={ids[0]},gid={ids[1]}".encode()
+        scratch_path = os.fsencode(self.scratch)
+        scratch_rule = _PathBeneathAttr(_landlock_fs_rights(), -1) if ruleset is not None else None
+
+        def private_mounts() -> None:
+            """Its own mount namespace (best effort): a private /dev/shm, and a scratch that is a
+            bounded tmpfs no other worker sees; both vanish with the worker."""
+            try:
+                _check(_LIBC.unshare(_CLONE_NEWNS))
+                _check(_LIBC.mount(b"none", b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None))
+                _check(_LIBC.mount(b"tmpfs", b"/dev/shm", b"tmpfs", ctypes.c_ulong(_MS_NOSUID | _MS_NODEV | _MS_NOEXEC),
+                                   b"mode=1777,size=67108864"))
+                _check(_LIBC.mount(b"tmpfs", scratch_path, b"tmpfs", ctypes.c_ulong(_MS_NOSUID | _MS_NODEV),
+                                   scratch_options))
+                os.chdir(scratch_path)
+                if ruleset is not None:
+                    _landlock_allow_beneath(ruleset, scratch_path, scratch_rule)
+            except OSError:
+                pass
 
         def prepare_child() -> None:  # runs in the child before exec; the order matters
             if netns:  # needs root, so before dropping the user; a container may forbid it
@@ -288,12 +314,13 @@ class Sandbox:
                     _check(_LIBC.unshare(_CLONE_NEWNET))
                 except OSError:
                     pass
-            if root and _LIBC is not None:  # a private /dev/shm that vanishes with the worker (best effort)
+            if root and _LIBC is not None:
+                private_mounts()
+            if join is not None:  # its process bound, as root (best effort)
                 try:
-                    _check(_LIBC.unshare(_CLONE_NEWNS))
-                    _check(_LIBC.mount(b"none", b"/", None, ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None))
-                    _check(_LIBC.mount(b"tmpfs", b"/dev/shm", b"tmpfs", ctypes.c_ulong(_MS_NOSUID | _MS_NODEV | _MS_NOEXEC),
-                                       b"mode=1777,size=67108864"))
+                    fd = os.open(join, os.O_WRONLY)
+                    os.write(fd, b"%d" % os.getpid())
+                    os.close(fd)
                 except OSError:
                     pass
             if resource is not None:
@@ -308,8 +335,21 @@ class Sandbox:
                 os.setgroups([])
                 os.setgid(identity[1])
                 os.setuid(identity[0])
-            elif drop_caps is not None:
+            if _own_user_namespace(ids):  # its own process count and keyrings; the grader finds all its tasks
+                if resource is not None:
+                    resource.setrlimit(resource.RLIMIT_NPROC, (limits.process_margin, limits.process_margin))
+                if not root:  # a user without root: the namespace gives the rights for the rest
+                    if limits.isolate_network:
+                        try:
+                            _check(_LIBC.unshare(_CLONE_NEWNET))
+                        except OSError:
+                            pass
+                    private_mounts()
+                if drop_caps is None and userns_caps is not None:
+                    userns_caps.apply()
+            if drop_caps is not None:
                 drop_caps.apply()
+            _new_session_keyring()
             if _LIBC is not None:  # no setuid binary or file capability ever raises its privileges
                 _check(_LIBC.prctl(ctypes.c_int(_PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0),
                                    ctypes.c_ulong(0), ctypes.c_ulong(0)))
@@ -339,6 +379,9 @@ class Sandbox:
             if ruleset is not None:
                 os.close(ruleset)
         _LIVE_WORKERS.add(self.proc.pid)
+        self.userns = _user_namespace(self.proc.pid)
+        if self.userns == _user_namespace(os.getpid()):
+            self.userns = None
         os.close(to_worker_r)
         os.close(from_worker_w)
         fcntl.fcntl(to_worker_w, fcntl.F_SETFL, fcntl.fcntl(to_worker_w, fcntl.F_GETFL) | os.O_NONBLOCK)
@@ -382,7 +425,7 @@ class Sandbox:
             _kill_portable(self.proc)
         else:
             _LIVE_WORKERS.discard(self.proc.pid)
-            kill_tree(self.proc.pid, spare=_LIVE_WORKERS)  # the worker and anything it started
+            kill_tree(self.proc.pid, spare=_LIVE_WORKERS, userns=self.userns)  # the worker and all it started
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -390,6 +433,14 @@ class Sandbox:
         if self._channel is not None:
             self._channel.close()
         self.proc, self._channel, self._loaded = None, None, False
+        if self.cgroup is not None:
+            for _ in range(50):
+                try:
+                    self.cgroup.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.02)
+            self.cgroup = None
         # nothing a worker wrote outlives it: its scratch dir is emptied, its /dev/shm files removed
         _empty_dir(self.scratch)
         if self.identity:  # same uid as the grader: Landlock forbids /dev/shm, or nothing tells whose a file is
@@ -424,7 +475,7 @@ class Sandbox:
             order = [c["index"] for c in cells]
             startup = 3.0 if self.import_torch else 1.0  # the interpreter, numpy (and torch) before any cell
             clock = _Clock(self.proc.pid, limits.load_timeout + startup, limits.wall_limit(limits.load_timeout) + startup,
-                           whole=limits.load_total)
+                           whole=limits.load_total, userns=self.userns)
 
             def progress(cell, clock=clock, order=order, current=current) -> bool:
                 done = 0 if current[0] is None else order.index(current[0]) + 1
@@ -465,7 +516,7 @@ class Sandbox:
         correct code; code that sleeps or blocks is stopped by the wall-clock backstop.
         """
         self.ensure_started()
-        clock = _Clock(self.proc.pid, timeout, self.limits.wall_limit(timeout))
+        clock = _Clock(self.proc.pid, timeout, self.limits.wall_limit(timeout), userns=self.userns)
         try:
             return self._exchange(message, arrays, clock, None)
         except WorkerFailure:
@@ -513,8 +564,8 @@ class _Clock:
     (so a loaded machine or parallel grading never fails correct code), a wall-clock backstop (for
     code that sleeps or blocks), and an optional whole bound that nothing restarts."""
 
-    def __init__(self, pid: int, cpu: float, wall: float, whole: float | None = None):
-        self.pid = pid
+    def __init__(self, pid: int, cpu: float, wall: float, whole: float | None = None, userns: int | None = None):
+        self.pid, self.userns = pid, userns
         self.started = time.monotonic()
         self.whole_deadline = self.started + whole if whole is not None else None
         self._cpu_now = 0.0
@@ -523,7 +574,7 @@ class _Clock:
     def restart(self, cpu: float, wall: float) -> None:
         """A new budget (the next graded cell), never beyond the whole bound."""
         self.cpu_limit, self.wall_limit = cpu, wall
-        self.cpu_base = _tree_cpu(self.pid) if _HAVE_PROC else 0.0
+        self.cpu_base = _tree_cpu(self.pid, self.userns) if _HAVE_PROC else 0.0
         self._cpu_now = self.cpu_base
         now = self._last_check = time.monotonic()
         self.wall_deadline = now + (wall if _HAVE_PROC else cpu)  # without /proc only wall time is known
@@ -542,7 +593,7 @@ class _Clock:
                                 f"{self._cpu_now - self.cpu_base:.1f} s of CPU time: sleeping, or waiting for something?")
         if _HAVE_PROC and now - self._last_check >= 0.05:
             self._last_check = now
-            self._cpu_now = max(self._cpu_now, _tree_cpu(self.pid))
+            self._cpu_now = max(self._cpu_now, _tree_cpu(self.pid, self.userns))
             if self._cpu_now - self.cpu_base > self.cpu_limit:
                 raise WorkerFailure("timeout", f"it used {self._cpu_now - self.cpu_base:.1f} s of CPU time")
         return max(min(self.wall_deadline - now, 0.1), 0.001)
@@ -579,9 +630,10 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _tree_cpu(leader: int) -> float:
-    """CPU seconds (user + system) of `leader` and its descendants, living and reaped."""
-    total, seen, stack = 0, set(), [leader]
+def _tree_cpu(leader: int, userns: int | None = None) -> float:
+    """CPU seconds (user + system) of `leader` and its descendants, living and reaped, and of every
+    other process in the worker's own user namespace (orphans that left with setsid and a double fork)."""
+    total, seen, stack = 0, set(), [leader] + (_in_user_namespace(userns) if userns else [])
     while stack:
         pid = stack.pop()
         if pid in seen:
@@ -990,6 +1042,98 @@ def harden_this_process() -> None:
                     ctypes.c_ulong(0))
 
 
+# ---- a user namespace and a keyring of its own ---------------------------------------------------
+_CLONE_NEWUSER = 0x10000000
+_KEYCTL = {"x86_64": 250, "aarch64": 219, "riscv64": 219, "ppc64le": 280, "s390x": 280}.get(os.uname().machine
+                                                                                            if hasattr(os, "uname") else "")
+_KEYCTL_JOIN_SESSION_KEYRING = 1
+
+
+def _own_user_namespace(ids: tuple[int, int]) -> bool:
+    """In the child before exec: a new user namespace in which it keeps its own uid and gid (best effort).
+
+    Why: the kernel keeps user keyrings and the RLIMIT_NPROC count per user namespace and uid, so a
+    worker gets keyrings no other worker or root's shell can see and a process limit of its own,
+    even as uid 0 (root's own count is exempt from RLIMIT_NPROC); and every process it starts, an
+    orphan that left with setsid included, carries the namespace, so the grader counts and kills by it.
+    """
+    if _LIBC is None:
+        return False
+    try:
+        _check(_LIBC.unshare(_CLONE_NEWUSER))
+    except OSError:
+        return False  # user namespaces disabled here: one identity per worker user, said in security.md
+    # after setuid the process is not dumpable and its /proc files are root's; exec resets this anyway
+    _LIBC.prctl(ctypes.c_int(_PR_SET_DUMPABLE), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+    try:  # unmapped ids would only read as 65534 inside: files are still checked against the real ones
+        for name, text in (("setgroups", b"deny"), ("uid_map", b"%d %d 1" % (ids[0], ids[0])),
+                           ("gid_map", b"%d %d 1" % (ids[1], ids[1]))):
+            fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
+            try:
+                os.write(fd, text)
+            finally:
+                os.close(fd)
+    except OSError:
+        pass
+    return True
+
+
+def _pids_cgroup(limit: int) -> Path | None:
+    """As root: a new pids cgroup capped at `limit` tasks (v1, or v2 at the root), else None.
+
+    Why: root's uid is exempt from RLIMIT_NPROC even in a user namespace, so a worker that keeps
+    uid 0 gets its process bound here. The worker joins it before exec and cannot leave it
+    (writing another cgroup's files needs rights Landlock withholds)."""
+    if not _is_root() or not _HAVE_PROC:
+        return None
+    try:
+        groups = Path("/proc/self/cgroup").read_text().splitlines()
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    base = None
+    for line in mounts:
+        fields = line.split()
+        kind = fields[fields.index("-") + 1] if "-" in fields else ""
+        if kind == "cgroup" and "pids" in fields[-1].split(","):
+            own = next((g.split(":", 2)[2] for g in groups if "pids" in g.split(":")[1].split(",")), None)
+            base = Path(fields[4]) / (own or "/").lstrip("/") if own is not None else None
+        elif kind == "cgroup2" and base is None and "0::/" in groups:
+            if "pids" in (Path(fields[4]) / "cgroup.subtree_control").read_text().split():
+                base = Path(fields[4])
+    if base is None:
+        return None
+    try:
+        group = Path(tempfile.mkdtemp(prefix="lmgrade-worker-", dir=base))
+        (group / "pids.max").write_text(str(limit))
+    except OSError:
+        return None
+    return group
+
+
+def _new_session_keyring() -> None:
+    """In the child before exec: an empty anonymous session keyring, not the grader's (best effort)."""
+    if _LIBC is not None and _KEYCTL is not None:
+        _LIBC.syscall(ctypes.c_long(_KEYCTL), ctypes.c_long(_KEYCTL_JOIN_SESSION_KEYRING), None)
+
+
+def _user_namespace(pid: int) -> int | None:
+    """The inode of `pid`'s user namespace (None where /proc cannot tell)."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/user").st_ino
+    except OSError:
+        return None
+
+
+def _in_user_namespace(userns: int) -> list[int]:
+    """Every process in that user namespace."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and _user_namespace(int(entry.name)) == userns:
+            found.append(int(entry.name))
+    return found
+
+
 # ---- finding and killing every process a worker started ---------------------------------------
 def _proc_table() -> dict[int, tuple[int, int, int, int]]:
     """pid -> (ppid, process group, session, threads) of every process, from /proc."""
@@ -1019,11 +1163,13 @@ def _task_count(uid: int) -> int:
     return total
 
 
-def kill_tree(leader: int, spare=frozenset()) -> set[int]:
+def kill_tree(leader: int, spare=frozenset(), userns: int | None = None) -> set[int]:
     """Stop, then kill, process `leader` and everything it started. Returns the pids caught.
 
-    Members: the leader's process group and session, their descendants by parent pid, and orphans
-    this (subreaper) process adopted that left our session, except the live workers in `spare`.
+    Members: the leader's process group and session, their descendants by parent pid, and, when
+    the worker has its own user namespace, every process in it (nothing else: another worker's
+    orphans are left alone); without one, orphans this (subreaper) process adopted that left our
+    session, except the live workers in `spare`.
     Everything found is SIGSTOPped at once so that nothing forks while we look, and the search
     repeats until two rounds find nothing new; then all of it gets SIGKILL. A setsid() child is
     found through its parent, a double-forked one through adoption. Without /proc (macOS) this
@@ -1044,7 +1190,10 @@ def kill_tree(leader: int, spare=frozenset()) -> set[int]:
         for pid, (ppid, _, _, _) in table.items():
             children.setdefault(ppid, []).append(pid)
         found = {pid for pid, (ppid, pgrp, session, _) in table.items()
-                 if leader in (pid, pgrp, session) or (ppid == me and session != my_session and pid not in spare)}
+                 if leader in (pid, pgrp, session)
+                 or (userns is None and ppid == me and session != my_session and pid not in spare)}
+        if userns is not None:
+            found |= set(_in_user_namespace(userns))
         found |= caught & table.keys()
         stack = list(found)
         while stack:
@@ -1138,7 +1287,7 @@ def _landlock_ruleset(readable: list[tuple[Path, str]], writable: list[Path], de
     abi = landlock_abi()
     if abi < 1:
         return None
-    fs = _FS_ALL_V1 | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
+    fs = _landlock_fs_rights()
     attr = _RulesetAttr(fs, _NET_BIND_TCP | _NET_CONNECT_TCP if abi >= 4 else 0,
                         _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
     size = 8 if abi < 4 else 16 if abi < 6 else 24
@@ -1170,6 +1319,22 @@ def _landlock_ruleset(readable: list[tuple[Path, str]], writable: list[Path], de
         os.close(fd)
         return None
     return fd
+
+
+def _landlock_fs_rights() -> int:
+    """Every file-system right this kernel's Landlock handles (what a worker has below its scratch)."""
+    abi = landlock_abi()
+    return _FS_ALL_V1 | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
+
+
+def _landlock_allow_beneath(ruleset: int, path: bytes, rule: "_PathBeneathAttr") -> None:
+    """In the child: every right below `path` (its scratch tmpfs, mounted after the ruleset was made)."""
+    rule.parent_fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        _check(_LIBC.syscall(ctypes.c_long(_SYS_ADD_RULE), ctypes.c_int(ruleset), ctypes.c_int(1),
+                             ctypes.byref(rule), ctypes.c_uint32(0)))
+    finally:
+        os.close(rule.parent_fd)
 
 
 def _landlock_restrict(ruleset: int) -> None:

@@ -150,12 +150,19 @@ def generator(seed: int):
     return torch.Generator().manual_seed(int(seed))
 
 
-def torch_rng_state():
-    """torch's global generator state in the student's process: a check compares it before and after
-    a call that must draw only from its own generator (a report from there can only fail a check)."""
+def seed_global_generator(seed: int) -> None:
+    """torch.manual_seed(seed) in the student's process, before a call that must not draw from it."""
     import torch
-    return torch.random.get_rng_state()
+    torch.manual_seed(int(seed))
+
+
+def global_draws(n: int):
+    """n uniform draws from torch's global generator in the student's process, after that call: the
+    grader compares them with its own draws from the same seed (torch_checks.assert_global_generator_untouched)."""
+    import torch
+    return torch.rand(int(n), dtype=torch.float64)
 
 
 FACTORIES = {"TableLM": TableLM, "NextWordProbe": NextWordProbe, "random_sentences": random_sentences,
-             "smooth_function": smooth_function, "Generator": generator, "torch_rng_state": torch_rng_state}
+             "smooth_function": smooth_function, "Generator": generator,
+             "seed_global_generator": seed_global_generator, "global_draws": global_draws}

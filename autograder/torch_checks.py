@@ -265,8 +265,9 @@ def assert_device_agnostic(call, args: list, what: str, *, device_arg: str | Non
     (the real call's output dtype) or on what the worker reports against itself (a foreign device,
     a wrong dtype); otherwise it returns a note. It can never be the basis of points: a check that
     awards points for dtype-following must verify numerics (run in float64, compare with a float64
-    truth at float64 tolerance). When the code cannot run on `meta` (`.item()`, say) the note says
-    it was not checked.
+    truth at float64 tolerance). Code that reads values (`.tolist()`), which `meta` cannot hold,
+    is probed again with its inputs on the CPU and `meta` as torch's default device; code that runs
+    in neither way fails: a check that could not run never passes.
 
     `device_arg` names a keyword argument that says where to create the output (as in
     `causal_mask(T, device=...)`); `follows_dtype=False` for a function whose float outputs do not
@@ -277,19 +278,22 @@ def assert_device_agnostic(call, args: list, what: str, *, device_arg: str | Non
     if follows_dtype and "handle" not in getattr(call, "_target", {}) and any(
             isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in args):
         _check_real_dtype(call(*_float64(list(args))), _float64(list(args)), what, follows_dtype)
-    kwargs = {device_arg: "meta"} if device_arg else {}
     for dtype in ("float32", "float64"):
         try:
-            probe = call.on_meta(*args, dtype=dtype, **kwargs)
+            probe, expected = call.on_meta(*args, dtype=dtype, **({device_arg: "meta"} if device_arg else {})), "meta"
         except StudentError as exc:
-            text = str(exc)
-            if "device" in text and ("cpu" in text or "cuda" in text):
-                raise CheckFailed(f"{what}: your code mixes tensors on different devices ({_first_line(text)}). "
-                                  "Create tensors on the inputs' device: device=x.device, or torch.*_like(x).") from None
-            return (f"{what} could not run on the meta device ({_first_line(text)}), "
-                    "so device independence was not checked.")
+            _fail_on_mixed_devices(str(exc), what)
+            try:  # code that reads values (.tolist()) cannot run on meta: keep the data, make meta the default
+                probe = call.on_meta(*args, dtype=dtype, keep_data=True, **({device_arg: "cpu"} if device_arg else {}))
+                expected = "cpu"
+            except StudentError as again:
+                _fail_on_mixed_devices(str(again), what)
+                raise CheckFailed(f"{what} could not run on the meta device ({_first_line(str(exc))}), nor on the "
+                                  f"CPU with `meta` as torch's default device ({_first_line(str(again))}). Code that "
+                                  "works on any device runs there; a check that cannot run does not pass.") from None
         if not isinstance(probe, dict):
-            return f"{what}: the meta-device probe gave no readable report, so device independence was not checked."
+            raise CheckFailed(f"{what}: the meta-device probe gave no readable report, so device independence "
+                              "could not be checked (a check that cannot run does not pass).")
         if probe.get("foreign"):
             raise CheckFailed(f"{what}: with every input and parameter on another device, {str(probe['foreign'])[:300]}: "
                               "a tensor is created on a hard-coded device (torch.zeros/ones/arange/tril/tensor "
@@ -299,14 +303,37 @@ def assert_device_agnostic(call, args: list, what: str, *, device_arg: str | Non
         for out in outputs if isinstance(outputs, list) else []:
             if not isinstance(out, dict):
                 continue
-            if out.get("device") != "meta":
+            if out.get("device") != expected:
                 raise CheckFailed(f"{what}: an output came back on {str(out.get('device'))[:40]} instead of the "
-                                  "inputs' device.")
+                                  "inputs' device (a tensor made without device=, or .cpu()/.to(...)).")
             if follows_dtype and out.get("dtype") in ("float32", "float64") and out.get("dtype") != dtype:
                 raise CheckFailed(f"{what}: with {dtype} inputs and parameters an output was {out.get('dtype')}; "
                                   "do not hard-code dtype=... (use dtype=x.dtype or torch.*_like(x)).")
     return (f"{what}: ran on the meta device in float32 and float64 without a fixed device or dtype "
             "(reported by your process: not verified, not scored).")
+
+
+def assert_global_generator_untouched(student, call, what: str, *, seed: int) -> None:
+    """`call()` draws only from its own generator: torch's global one is left where the grader put it.
+
+    The grader seeds the global generator in the student's process, runs the call, then takes 8
+    draws from it and compares them with its own 8 draws from the same seed: a call that reseeds
+    (`torch.manual_seed(seed)` inside) or draws without `generator=` moves them. Fail-only.
+    """
+    student.support("seed_global_generator", seed)
+    call()
+    got = output(student.support("global_draws", 8).get(), None, "torch.rand(8) after the call")
+    expected = torch.rand(8, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    if not (isinstance(got, torch.Tensor) and got.shape == expected.shape and torch.equal(got.double(), expected)):
+        raise CheckFailed(f"{what} changed torch's global random generator (torch.manual_seed, or drawing "
+                          "without generator=): every other random draw of the program then depends on this "
+                          "call. Draw every token from one torch.Generator().manual_seed(seed) made in the call.")
+
+
+def _fail_on_mixed_devices(text: str, what: str) -> None:
+    if "device" in text and ("cpu" in text or "cuda" in text):
+        raise CheckFailed(f"{what}: your code mixes tensors on different devices ({_first_line(text)}). "
+                          "Create tensors on the inputs' device: device=x.device, or torch.*_like(x).") from None
 
 
 def _check_real_dtype(value, args: list, what: str, follows_dtype: bool) -> None:

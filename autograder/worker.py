@@ -240,6 +240,10 @@ class Worker:
     def op_meta(self, msg, arrays):
         """Run a student's module or function on the `meta` device and report where its tensors went.
 
+        With `keep_data` (for code that reads values, `.tolist()` say, which `meta` cannot hold) the
+        inputs stay on the CPU and torch's default device is `meta` instead, so a tensor made without
+        device= is the one on the other device.
+
         Why: code that creates a tensor on a fixed device (`torch.zeros(T, T)` inside forward) works
         on the CPU and breaks on a GPU. On `meta` every tensor has shapes and dtypes but no data, so
         the run is cheap, and a torch call that receives both a meta tensor and a tensor on a real
@@ -252,14 +256,17 @@ class Worker:
         import torch
         from torch.overrides import TorchFunctionMode, resolve_name
 
+        _settle_meta_kernels(torch)
         dtype = getattr(torch, msg.get("dtype", "float32"))
+        keep_data = bool(msg.get("keep_data"))  # inputs stay on the CPU; what is made without device= lands on meta
+        device = "cpu" if keep_data else "meta"
         fn = self.target(msg["target"])
         if isinstance(fn, torch.nn.Module):
-            fn = copy.deepcopy(fn).to(device="meta", dtype=dtype)
+            fn = copy.deepcopy(fn).to(device=device, dtype=dtype)
 
         def to_meta(value):
             if isinstance(value, torch.Tensor):
-                return value.to("meta", dtype=dtype) if value.is_floating_point() else value.to("meta")
+                return value.to(device, dtype=dtype) if value.is_floating_point() else value.to(device)
             if type(value) in (list, tuple):
                 return type(value)(to_meta(v) for v in value)
             if type(value) is dict:
@@ -280,8 +287,24 @@ class Worker:
                         foreign.append(f"{name} received a {tuple(real[0].shape)} tensor on {real[0].device}")
                 return func(*args, **(kwargs or {}))
 
-        with Watch():
-            out = fn(*args, **kwargs)
+        class Scalars(TorchFunctionMode):
+            """Under `torch.device("meta")`, a 0-dim tensor made without device= stays on the CPU, as it
+            would beside GPU inputs (CPU scalars mix with tensors of any device); a larger one is meta."""
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                if func in constructors and kwargs.get("device") is None:
+                    made = func(*args, **{**kwargs, "device": "cpu"})
+                    return made.to("meta") if isinstance(made, torch.Tensor) and made.dim() > 0 else made
+                return func(*args, **kwargs)
+
+        if keep_data:
+            from torch.utils._device import _device_constructors
+            constructors = _device_constructors()
+            with torch.device("meta"), Scalars(), Watch():
+                out = fn(*args, **kwargs)
+        else:
+            with Watch():
+                out = fn(*args, **kwargs)
         outputs = [{"device": str(t.device), "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
                    for t in _tensors(out)]
         return {"outputs": outputs, "foreign": foreign[0] if foreign else None}
@@ -309,6 +332,27 @@ class Worker:
             except EOFError:
                 return
             self.send(*self.handle(msg, arrays))
+
+
+def _settle_meta_kernels(torch) -> None:
+    """Load PyTorch's meta kernels and resolve their lazy `torch._dynamo.disable` wrappers at once.
+
+    Why: each Python meta kernel is wrapped so that its first call imports `torch._dynamo` (and
+    sympy), 0.7 s of a question's public checks on a 2-core machine, only to mark the kernel "never
+    traced". Graded code may not call `torch.compile` (policy.py), so nothing in a worker is traced
+    and a kernel is its own disabled form. Runs before the first meta call, in grader code only.
+    """
+    import gc
+
+    if getattr(_settle_meta_kernels, "done", False):
+        return
+    torch.empty(0, device="meta")  # imports torch._meta_registrations and its decompositions
+    for obj in gc.get_objects():
+        if type(obj) is types.FunctionType and obj.__code__.co_qualname == "_disable_dynamo.<locals>.inner":
+            wrapped = obj.__closure__[obj.__code__.co_freevars.index("fn")].cell_contents
+            if getattr(wrapped, "__dynamo_disable", None) is None:
+                setattr(wrapped, "__dynamo_disable", wrapped)
+    _settle_meta_kernels.done = True
 
 
 def _tensors(value) -> list:

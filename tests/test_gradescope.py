@@ -17,6 +17,8 @@ import jsonschema
 import pytest
 
 from autograder import assignments, build, bundle, cli, gradescope, results, runner
+from autograder.remote import Student
+from autograder.sandbox import Limits, Sandbox
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "gradescope_results.schema.json").read_text())
 FINISHED = [a.id for a in assignments.available() if a.finished]
@@ -379,12 +381,27 @@ def test_lock_down_keeps_the_worker_user_out(workdir):
     (root / "source").mkdir(parents=True)
     (root / "source" / gradescope.CONFIG).write_text("{}")
     (root / "results").mkdir()
+    (root / gradescope.METADATA).write_text('{"previous_submissions": [{"results": {"tests": ["hidden feedback"]}}]}')
+    (root / gradescope.METADATA).chmod(0o644)  # as a platform might leave it
     for path in (root, root / "source", root / "results"):
         path.chmod(0o777)
-    assert len(gradescope.access_as(user, root / "source", root / "results")) == 3  # the probe sees open doors
+    assert len(gradescope.access_as(user, root / "source", root / "results")) == 5  # the probe sees open doors
     gradescope.lock_down(root, user)
     assert gradescope.access_as(user, root / "source", root / "results") == []
     assert not (root / "results" / ".lmgrade-probe").exists()
+    # a real worker, started as grading starts it, can list nothing under the root nor read the metadata
+    reader = [{"index": 0, "number": 1, "source": "import os\ndef peek(root):\n    found = []\n"
+               "    for look in (lambda: os.listdir(root), lambda: open(root + '/submission_metadata.json').read()):\n"
+               "        try:\n            found.append(look())\n        except OSError:\n            pass\n"
+               "    return found\n"}]
+    try:
+        runs = subprocess.run([sys.executable, "-I", "-c", "pass"], user=user.pw_uid, group=user.pw_gid,
+                              extra_groups=[], cwd="/", capture_output=True).returncode == 0
+    except OSError:
+        runs = False
+    if runs:  # else this checkout's Python sits in a private folder (the shell probe above still ran)
+        with Sandbox(reader, limits=Limits(call_timeout=30, load_timeout=30, worker_user="nobody")) as box:
+            assert Student(box, timeout=30).peek(str(root)) == []
 
 
 def test_grader_crash_still_leaves_valid_results(roots, monkeypatch, capsys):

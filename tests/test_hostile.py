@@ -10,8 +10,6 @@ import shutil
 import os
 import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import textwrap
 import threading
@@ -578,53 +576,6 @@ def test_worker_user_is_ignored_unless_root(monkeypatch):
         sandbox.worker_identity("no-such-user-lmgrade")
     with pytest.raises(ValueError, match="unprivileged"):
         sandbox.worker_identity("root")
-
-
-@pytest.fixture(scope="module")
-def nobody_python():
-    """An interpreter `nobody` can run, with this environment's packages: this one when its
-    installation is world-readable, else a throw-away venv of a system Python of the same version
-    that points at our site-packages (here the grader's Python lives under root's 0700 home)."""
-    if os.geteuid() != 0:
-        pytest.skip("switching the worker's user needs root (as on Gradescope)")
-    import pwd
-    try:
-        nobody = pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("no user `nobody` on this machine")
-    import numpy
-    site = Path(numpy.__file__).resolve().parents[1]
-    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
-
-    def works(python: str) -> bool:
-        try:
-            probe = subprocess.run([python, "-I", "-c", f"import sys, numpy; assert sys.version.startswith('{version}')"],
-                                   user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[], capture_output=True,
-                                   cwd="/", timeout=60)
-        except OSError:  # cannot even be started as nobody
-            return False
-        return probe.returncode == 0
-
-    if works(sys.executable):
-        yield sys.executable
-        return
-    made = Path(tempfile.mkdtemp(prefix="lmgrade-nobody-python-"))
-    try:
-        os.chmod(made, 0o755)
-        for base in (f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"):
-            if not Path(base).exists():
-                continue
-            venv = made / Path(base).name
-            if subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], capture_output=True).returncode:
-                continue
-            (venv / "lib" / f"python{version}" / "site-packages" / "lmgrade-test.pth").write_text(f"{site}\n")
-            if works(str(venv / "bin" / "python")):
-                yield str(venv / "bin" / "python")
-                return
-        pytest.skip(f"no Python {version} that `nobody` can run with numpy (the grader's is {sys.executable}; "
-                    f"its packages are in {site})")
-    finally:
-        shutil.rmtree(made, ignore_errors=True)
 
 
 @pytest.mark.parametrize("confine", [False, True])

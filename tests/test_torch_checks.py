@@ -10,7 +10,8 @@ import torch
 
 from autograder.errors import CheckFailed
 from autograder.remote import InProcessChannel, Student
-from autograder.torch_checks import assert_causal, assert_device_agnostic, assert_permutation_equivariant, gradcheck
+from autograder.torch_checks import (assert_causal, assert_device_agnostic, assert_global_generator_untouched,
+                                     assert_permutation_equivariant, gradcheck)
 
 CODE = '''
 import torch
@@ -29,6 +30,29 @@ def float32_out(x):
 
 def data_dependent(x):
     return x * float(x.abs().max().item())
+
+def reads_values_fixed_device(x):
+    return x * len(x.tolist()) + torch.zeros(x.shape[-1])
+
+def refuses_meta_fixed_device(x):
+    if x.is_meta:
+        raise ValueError("no")
+    return x * torch.arange(1, x.size(-1) + 1, dtype=x.dtype)
+
+def refuses_both(x):
+    if x.is_meta or torch.get_default_device().type == "meta":
+        raise ValueError("no")
+    return x * 2
+
+def reseeds_global(seed):
+    torch.manual_seed(seed)
+    return torch.rand(2)
+
+def draws_global(seed):
+    return torch.rand(2) + seed
+
+def own_generator(seed):
+    return torch.rand(2, generator=torch.Generator().manual_seed(seed))
 
 def detached_square(x):
     return x.detach() ** 2 + x
@@ -71,9 +95,28 @@ def test_a_fixed_dtype_fails(student):
         assert_device_agnostic(student.float32_out, [x64(2, 3)], "float32_out")
 
 
-def test_code_that_cannot_run_on_meta_gets_a_note_not_a_failure(student):
-    note = assert_device_agnostic(student.data_dependent, [x64(2, 3)], "data_dependent")
-    assert note and "meta" in note
+def test_code_that_reads_values_is_probed_with_its_data_and_passes(student):
+    """`.item()`/`.tolist()` cannot run on meta; the second probe keeps the data on the CPU."""
+    assert "not verified" in assert_device_agnostic(student.data_dependent, [x64(2, 3)], "data_dependent")
+
+
+@pytest.mark.parametrize("name", ["reads_values_fixed_device", "refuses_meta_fixed_device"])
+def test_a_fixed_device_is_caught_when_the_code_cannot_run_on_meta(student, name):
+    with pytest.raises(CheckFailed, match="device"):
+        assert_device_agnostic(getattr(student, name), [x64(2, 3)], name)
+
+
+def test_code_that_runs_in_neither_probe_fails_the_check(student):
+    """A check that could not run never passes."""
+    with pytest.raises(CheckFailed, match="could not run on the meta device"):
+        assert_device_agnostic(student.refuses_both, [x64(2, 3)], "refuses_both")
+
+
+def test_the_global_generator_check_catches_a_reseed_and_a_draw_without_generator(student):
+    for name in ("reseeds_global", "draws_global"):
+        with pytest.raises(CheckFailed, match="global random generator"):
+            assert_global_generator_untouched(student, lambda: getattr(student, name)(3), name, seed=11)
+    assert_global_generator_untouched(student, lambda: student.own_generator(3), "own_generator", seed=11)
 
 
 def test_gradcheck_passes_autograd_and_catches_a_cut_graph(student):

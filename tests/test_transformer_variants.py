@@ -207,6 +207,9 @@ BUGS = {
         [("            nxt = torch.multinomial(probs, 1, generator=generator)",
           "            nxt = torch.multinomial(probs, 1, generator=torch.Generator(device=idx.device).manual_seed(seed))")],
         {"7"}, {"generate_sampling"}),
+    "generate seeds torch's global generator": (
+        [("    generator = torch.Generator(device=idx.device).manual_seed(seed)",
+          "    torch.manual_seed(seed)\n    generator = None")], {"7"}, {"generate_sampling"}),
     "top-k drops ties at the k-th value": (
         [('        logits = logits.masked_fill(logits < kth, float("-inf"))',
           "        idx_k = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).indices\n"

@@ -391,7 +391,8 @@ def alibi_bias(n_heads, T_q, T_k=None, device=None):
 # your modules with every input and parameter on PyTorch's `meta` device (tensors with shapes but
 # no data): a tensor your code creates on a fixed device (`torch.zeros(T, T)` inside `forward`,
 # `torch.arange(T)` without `device=`) shows up there, and would crash on a GPU. You can try it
-# yourself: `MultiHeadAttention(16, 4).to("meta")(torch.randn(2, 5, 16, device="meta"))`.
+# yourself: `MultiHeadAttention(16, 4).to("meta")(torch.randn(2, 5, 16, device="meta"))`. Code that
+# cannot run on `meta` (`.item()`, `.tolist()`, branches on tensor values) fails the check.
 
 # %% [markdown]
 # ## Experiments (not graded)

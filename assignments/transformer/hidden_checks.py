@@ -37,7 +37,8 @@ from autograder.compare import assert_close, assert_equal, assert_shape
 from autograder.errors import CheckFailed
 from autograder.perplexity import assert_perplexity
 from autograder.remote import StudentError
-from autograder.torch_checks import assert_device_agnostic, assert_param_grads, gradcheck
+from autograder.torch_checks import (assert_device_agnostic, assert_global_generator_untouched, assert_param_grads,
+                                     gradcheck)
 
 try:
     from autograder.purity import call_pure, call_twice
@@ -1350,6 +1351,9 @@ def generate_sampling(t):
     other = t.student.generate(model, prompt[:50], 2, seed=4, **kwargs)
     if other[:, 4:].tolist() == out[:50, 4:].tolist():
         raise CheckFailed(f"{what}: seeds 3 and 4 gave the same samples; make the generator from `seed`.")
+    assert_global_generator_untouched(t.student, lambda: t.student.generate(model, prompt[:5], 2, seed=6, **kwargs),
+                                      f"generate(model, idx (5, 4), 2, {describe(kwargs)}, seed=6)",
+                                      seed=20261126)
 
 
 # ---- Q8 ---------------------------------------------------------------------------------------

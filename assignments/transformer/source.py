@@ -38,7 +38,9 @@
 # **Conventions.** Shapes `(B, T, d)`: batch, time, features. Masks are boolean, `True` = may attend.
 # Causal masks with fewer queries than keys are aligned lower-right (query row `i` is position
 # `i + T_k - T_q`). Never create a tensor on a fixed device or dtype (`device=x.device`,
-# `dtype=x.dtype`, `torch.zeros_like`): the grader runs your modules in float64 and on other devices.
+# `dtype=x.dtype`, `torch.zeros_like`): the grader runs your modules in float64 and on other devices,
+# `meta` included (shapes, no values): code that cannot run there (`.item()`, `.tolist()`, branches on
+# tensor values) fails that check.
 # Module attribute names are given: the grader loads weights into your modules by these names.
 #
 # **How grading works.** Only cells marked *graded* are graded, by name. Graded cells must only
