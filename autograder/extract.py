@@ -92,6 +92,13 @@ def read_notebook(path: str | Path) -> dict:
     return parse_notebook(raw)
 
 
+def cell_name(source: str) -> str:
+    """A graded cell named by what Jupyter shows of it, for tracebacks: "graded cell defining `f`"."""
+    label = cell_label(0, source)  # "graded cell 0 (defining `f`)"
+    inside = label[label.index("(") + 1:-1] if "(" in label else "empty"
+    return f"graded cell {inside}"
+
+
 def cell_label(number: int, source: str, graded: bool = True) -> str:
     """A cell named as a student finds it in Jupyter: the functions it defines, else its first line.
 
@@ -123,7 +130,7 @@ class Cell:
         return cell_label(self.number, self.source)
 
     def wire(self) -> dict:
-        return {"index": self.index, "number": self.number, "source": self.source}
+        return {"index": self.index, "number": self.number, "source": self.source, "name": cell_name(self.source)}
 
 
 @dataclass

@@ -163,6 +163,20 @@ def global_draws(n: int):
     return torch.rand(int(n), dtype=torch.float64)
 
 
+def load_weights(module, state: dict) -> dict:
+    """The grader's weights into a student's module by parameter name, in the student's process.
+
+    Extra buffers and attributes of the student's own (a persistent `positions` table, say) stay as
+    they are; what the grader checks is that every parameter has a weight and every weight a
+    parameter. A false report only leaves weights unloaded, which the compared outputs then show.
+    """
+    result = module.load_state_dict(state, strict=False)
+    parameters = {name for name, _ in module.named_parameters()}
+    return {"parameters_without_weights": [k for k in result.missing_keys if k in parameters],
+            "weights_without_parameters": list(result.unexpected_keys)}
+
+
 FACTORIES = {"TableLM": TableLM, "NextWordProbe": NextWordProbe, "random_sentences": random_sentences,
              "smooth_function": smooth_function, "Generator": generator,
-             "seed_global_generator": seed_global_generator, "global_draws": global_draws}
+             "seed_global_generator": seed_global_generator, "global_draws": global_draws,
+             "load_weights": load_weights}

@@ -375,8 +375,28 @@ def student_module(t, cls, args: tuple, state: dict, dtype: torch.dtype):
     module = cls(*args)
     # Cast before loading: loading float64 weights into float32 parameters would round them.
     module = module.double() if dtype == torch.float64 else module.float()  # dtypes do not cross the wire
-    module.load_state_dict({k: v.to(dtype) for k, v in state.items()})
+    load_weights(t, module, {k: v.to(dtype) for k, v in state.items()}, f"{getattr(cls, '_label', 'the module')}{args}")
     return module.to(t.device)
+
+
+def load_weights(t, module, state: dict, what: str) -> None:
+    """Load the grader's weights into a student's module, matched by parameter name.
+
+    Why not a strict `load_state_dict`: correct code may keep extra buffers or attributes (a
+    persistent `positions` table); only the parameters the starter names must match, both ways.
+    """
+    report = t.student.support("load_weights", module, state).get()
+    if not isinstance(report, dict):
+        raise CheckFailed(f"{what}: the grader's weights could not be loaded")
+    names = ", ".join(f"`{k}`" for k in sorted(state)[:12])
+    extra, missing = report.get("parameters_without_weights") or [], report.get("weights_without_parameters") or []
+    if missing:
+        raise CheckFailed(f"{what} has no parameter `{missing[0]}`: the grader loads its weights by the names "
+                          f"the starter gives ({names}); keep those attribute names.")
+    if extra:
+        raise CheckFailed(f"{what} has a parameter `{extra[0]}` that the specified module does not have (the "
+                          f"grader's weights are {names}); a learned tensor the starter does not ask for "
+                          "changes the model. A fixed table belongs in a buffer (register_buffer).")
 
 
 def reference_module(module: torch.nn.Module, state: dict, dtype: torch.dtype) -> torch.nn.Module:

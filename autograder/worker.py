@@ -164,10 +164,16 @@ class Worker:
         ns = self.module.__dict__
         ns["__name__"] = "submission"
         sys.modules["submission"] = self.module
+        seen: set[str] = set()
         for cell in msg["cells"]:
             if cell["index"] in skip:
                 continue
-            filename = f"{CELL_PREFIX}{cell['number']}>"
+            # tracebacks name the cell by what Jupyter shows of it ("graded cell defining `f`"), not
+            # by a position that counts markdown cells; a name two cells share gets the position too
+            name = str(cell.get("name") or "")
+            name = name if name.startswith("graded cell ") and name not in seen else f"graded cell {cell['number']}"
+            seen.add(name)
+            filename = f"<{name}>"
             linecache.cache[filename] = (len(cell["source"]), None, cell["source"].splitlines(True), filename)
             self.send({"event": "progress", "cell": cell["index"]}, [])
             try:

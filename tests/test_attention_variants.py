@@ -490,6 +490,12 @@ CORRECT |= {
     "padding mask filled by a loop": ([
         (PADDING, "    mask = torch.zeros(len(lengths), T, dtype=torch.bool, device=lengths.device)\n"
                   "    for b, n in enumerate(lengths.tolist()):\n        mask[b, :n] = True\n    return mask")], {"3", "7"}),
+    "LearnedPositions keeps its positions in a persistent buffer": ([
+        ("        self.table = nn.Embedding(max_len, d_model)\n",
+         "        self.table = nn.Embedding(max_len, d_model)\n"
+         "        self.register_buffer(\"positions\", torch.arange(max_len))\n"),
+        ("        positions = torch.arange(x.size(1), device=x.device)  # (T,)\n",
+         "        positions = self.positions[: x.size(1)]\n")], {"6", "7"}),
     "causal mask as ~triu": ([
         ("    return j <= i + (T_k - T_q)",
          "    return ~torch.ones(T_q, T_k, dtype=torch.bool, device=device).triu(T_k - T_q + 1)")], {"3", "7"}),

@@ -52,7 +52,7 @@ def test_graded_cells_by_tag_and_by_visible_marker(tmp_path):
 
 def test_cell_wire_form(tmp_path):
     sub = read_submission(write_nb(tmp_path, [code("a = 1"), code("def f(): pass", graded=True)]))
-    assert sub.cells[0].wire() == {"index": 1, "number": 2, "source": "def f(): pass"}
+    assert sub.cells[0].wire() == {"index": 1, "number": 2, "source": "def f(): pass", "name": "graded cell defining `f`"}
 
 
 def test_other_tags_and_odd_metadata_are_tolerated(tmp_path):

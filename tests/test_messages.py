@@ -11,6 +11,7 @@ from autograder.checks import Context, seed_everything
 from autograder.compare import (ROUNDING_BAND, assert_close, assert_finite, explain_library_error, library_advice,
                                 masked_rows_cause)
 from autograder.errors import CheckFailed
+from autograder.extract import Cell
 from autograder.remote import InProcessChannel, Student, StudentError
 from autograder.results import format_table
 from autograder.runner import CheckResult, Report
@@ -141,14 +142,15 @@ def test_through_a_real_worker_the_traceback_follows_the_advice():
     source = ("import torch\n\n\ndef train(steps):\n    w = torch.ones(3, requires_grad=True)\n"
               "    h = torch.zeros(3)\n    for _ in range(steps):\n        h = torch.tanh(h + w)\n"
               "        h.sum().backward()\n    return float(w.grad.sum())\n")
-    with Sandbox([{"index": 0, "number": 4, "source": source}], import_torch=True,
-                 limits=Limits(call_timeout=30)) as box:
+    cell = Cell(index=3, number=4, source=source)  # the 4th cell from the top, markdown cells counted
+    with Sandbox([cell.wire()], import_torch=True, limits=Limits(call_timeout=30)) as box:
         with pytest.raises(StudentError) as info:
             with library_advice(("detach_state",)):
                 Student(box, timeout=30).train(3)
     text = str(info.value)
-    assert re.search(r"detach_state.*\nTraceback \(your code, most recent call last\):\n  graded cell 4, line 9",
-                     text, re.S), text
+    # named as Jupyter shows the cell (what it defines), not by a position that counts markdown
+    assert re.search(r"detach_state.*\nTraceback \(your code, most recent call last\):\n  "
+                     r"graded cell defining `train`, line 9", text, re.S), text
     assert "Specify retain_graph=True" not in text
 
 
