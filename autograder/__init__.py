@@ -9,3 +9,12 @@ def check_notebook(path: str = "", assignment: str | None = None, question: int 
     """
     from autograder.notebook import check_notebook as run
     run(path, assignment, question)
+
+
+def export_answers(path: str = "", assignment: str | None = None) -> None:
+    """Write the PDF of this notebook's written answers (found as check_notebook finds it) to upload.
+
+    Run the figure cells and save the notebook first: the PDF is made from the saved file.
+    """
+    from autograder.notebook import export_answers as run
+    run(path, assignment)

@@ -1,12 +1,13 @@
 """Grade a batch of submissions: what a TA runs over a folder or a Gradescope export.
 
 Why a module of its own: a batch must survive anything one submission does, resume where it
-stopped, and leave files a TA can use (grades.csv, one feedback file per student, a summary and a
-histogram). Each submission is graded by `runner.grade` inside one of `--jobs` long-lived grader
-processes; if a grader process dies (the submission killed it, or the machine ran out of memory)
-that submission is retried once in a fresh one and otherwise recorded as an error, and the batch
-goes on. Results are kept as one record per submission under OUT/.lmgrade/records; grades.csv
-and the feedback files are written at the end by this (trusted) process from what it read at
+stopped, and leave files a TA can use (grades.csv, one feedback file per student, a summary, a
+histogram, and the class's leaderboard.csv and report.html from `autograder.report`). Each
+submission is graded by `runner.grade` inside one of `--jobs` long-lived grader processes; if a
+grader process dies (the submission killed it, or the machine ran out of memory) that submission
+is retried once in a fresh one and otherwise recorded as an error, and the batch goes on. Results
+are kept as one record per submission under OUT/.lmgrade/records; grades.csv, the feedback files
+and the rest are written at the end by this (trusted) process from what it read at
 start-up and what its graders sent back, never from files a worker could have written meanwhile.
 """
 from __future__ import annotations
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder import assignments, extract, results, runner, sandbox
+from autograder import report as class_report
 from autograder.assignments import Assignment
 from autograder.results import clean
 from autograder.runner import CheckResult, Report
@@ -604,8 +606,9 @@ def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1,
         progress: bool | None = None, submission_timeout: float = SUBMISSION_TIMEOUT,
         shard: tuple[int, int] | None = None) -> BatchResult:
     """Grade every submission found in `inputs` and write OUT/grades.csv, OUT/feedback/, OUT/summary.txt,
-    OUT/histogram.png. Already graded submissions (same file, same checks) are skipped unless `force`;
-    `questions` regrades only those questions and merges them into the earlier results.
+    OUT/histogram.png, OUT/leaderboard.csv and OUT/report.html. Already graded submissions (same file, same
+    checks) are skipped unless `force`; `questions` regrades only those questions and merges them into the
+    earlier results.
 
     Each submission's record is saved (atomically) the moment it is graded, so Ctrl-C loses only
     the submissions in progress: it raises `Interrupted` once every grader process is gone.
@@ -876,9 +879,10 @@ def _record(entry: Entry, sha: str, digest: str, outcome: Outcome, questions, al
 
 # ---- outputs -----------------------------------------------------------------------------------
 def write_outputs(result: BatchResult, assignment: Assignment, out: Path, all_questions: list[str]) -> None:
-    """grades.csv, feedback/<student>.txt, summary.txt and histogram.png, all from `result` in memory.
+    """grades.csv, feedback/<student>.txt, leaderboard.csv, report.html, summary.txt and histogram.png,
+    all from `result` in memory.
 
-    grades.csv first and on its own: a feedback file, the summary or the histogram that cannot be
+    grades.csv first and on its own: a feedback file, the summary or another file that cannot be
     written is listed in `result.write_errors` and costs nothing else.
     """
     titles = assignment.questions
@@ -890,6 +894,9 @@ def write_outputs(result: BatchResult, assignment: Assignment, out: Path, all_qu
     rows, totals, per_question, per_check, feedback = [], [], {q: [] for q in all_questions}, {}, []
     # why a submission is missing from a mean: {question or "total": {reason: count}}, for the summary
     left_out: dict[str, dict[str, int]] = {q: {} for q in [*all_questions, "total"]}
+    named = frozenset(name for spec in specs for name in (*spec.uses, *spec.needs))  # public: kept in messages
+    failures: dict[tuple[str, str, str, str], list[str]] = {}  # (q, check, title, normalised message) -> students
+    boards, members, students_rows = [], {}, []  # leaderboard entries per record key; its students; (id, total, status)
 
     def leave_out(reason: str, questions) -> None:
         for q in questions:
@@ -934,12 +941,20 @@ def write_outputs(result: BatchResult, assignment: Assignment, out: Path, all_qu
             status = f"error: {record.get('error', '')}"
             leave_out("could not be graded", [*all_questions, "total"])
         students = record.get("students", entry.students)
+        if report is not None:
+            for r in report.results:
+                if not r.passed:
+                    failures.setdefault((r.question, r.name, r.title, class_report.normalise(r.output, named)),
+                                        []).extend(students)
+            boards.append((entry.key, report.leaderboard))
+            members[entry.key] = students
         people = entry.people if len(entry.people) == len(students) else [{}] * len(students)
         for sid, person in zip(students, people):
             who = [person.get("name", ""), person.get("email", ""), entry.submission_id] if export else []
             rows.append([sid, *who, entry.source, *[scores[q] for q in all_questions], total, _num(max_score),
                          status])
             feedback.append((sid, entry, record, report))
+            students_rows.append((sid, str(total), status))
     rows.sort(key=lambda row: row[0])
     buf = io.StringIO()
     writer = csv.writer(buf)
@@ -954,6 +969,14 @@ def write_outputs(result: BatchResult, assignment: Assignment, out: Path, all_qu
     for sid, entry, record, report in feedback:
         _attempt(result, feedback_dir / f"{names[sid]}.txt",
                  lambda path: _write_text(path, feedback_text(sid, entry, record, report, assignment)))
+    ranked = class_report.ranked(boards)
+    _attempt(result, out / "leaderboard.csv", lambda path: _write_text(path, class_report.leaderboard_csv(ranked)))
+    data = class_report.ClassReport(
+        assignment=assignment, specs=specs, max_score=max_score, totals=totals, per_question=per_question,
+        per_check=per_check, failures=failures, leaderboard=ranked, members=members,
+        students=sorted((sid, total, status, class_report.feedback_href(f"{names[sid]}.txt"))
+                        for sid, total, status in students_rows))
+    _attempt(result, out / "report.html", lambda path: _write_text(path, class_report.html_report(data)))
     if result.write_errors:
         result.summary += "\n" + "\n".join(f"could not write {e}" for e in result.write_errors)
     _attempt(result, out / "summary.txt", lambda path: _write_text(path, result.summary + "\n"))

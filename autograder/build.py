@@ -39,16 +39,16 @@ def notebook(assignment: Assignment, variant: str) -> str:
         "lmgrade": {"assignment": assignment.id, "variant": variant},
     }
     for i, cell in enumerate(cells):
+        if ("solution" in cell.tags and variant == "starter") or ("starter" in cell.tags and variant == "solution"):
+            continue  # a cell of one variant only: a staff answer, or the starter's blank answer
         if cell.kind == "markdown":
             node = nbformat.v4.new_markdown_cell(cell.text)
-        elif "solution" in cell.tags and variant == "starter":
-            continue
         else:
             code = source.starter_code(cell.text) if variant == "starter" else source.solution_code(cell.text)
             node = nbformat.v4.new_code_cell(f"{MARKER_LINE}\n{code}" if cell.graded else code)
-            tags = [t for t in cell.tags if t != "solution"]
-            if tags:
-                node.metadata["tags"] = tags
+        tags = [t for t in cell.tags if t not in ("solution", "starter")]
+        if tags:
+            node.metadata["tags"] = tags
         node.id = f"{assignment.id}-{i:03d}"
         nb.cells.append(node)
     return nbformat.writes(nb) + "\n"

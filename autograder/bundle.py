@@ -150,6 +150,21 @@ checked and how old it is: save first), in a separate process. From a shell:
 `lmgrade check starter_notebooks/{first}.ipynb`. These are the public checks only; the hidden
 checks on Gradescope decide the score. Submit the notebook (.ipynb) on Gradescope.
 
+## Written answers
+
+Each notebook ends its experiments with written questions (markdown cells under "Written
+question N"): type your answers in the cells below them, run the cells that make their figures,
+save, and make the PDF that you upload to the written assignment on Gradescope:
+
+```python
+from autograder import export_answers
+export_answers()             # writes <notebook>-written.pdf beside the notebook
+```
+
+or from a shell, `lmgrade export starter_notebooks/{first}.ipynb`. Each question starts a new page
+with its figures and your answer. It needs Chromium (or Chrome) installed; without one it writes
+HTML that you print to PDF from your browser.
+
 ## Data
 
 The notebooks read Shakespeare through `autograder.data.shakespeare` (`lines("train")`,

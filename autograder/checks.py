@@ -13,6 +13,8 @@ earns points only if it descends from that start (`assert_descends`).
 from __future__ import annotations
 
 import hashlib
+import math
+import numbers
 import random
 import sys
 import zlib
@@ -24,7 +26,9 @@ import numpy as np
 from autograder.errors import CheckFailed
 
 __all__ = ["check", "CheckSpec", "Context", "CheckFailed", "seed_everything", "HELD_OUT_DRAWS", "start_correlations",
-           "start_profile", "assert_descends"]
+           "start_profile", "assert_descends", "leaderboard_entry"]
+
+METRIC_NAME_LIMIT = 64  # characters: a column title on Gradescope's leaderboard, not a message
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,7 @@ class Context:
     submission_seed: int = 0  # from the submission's code: fresh data per submission, same on every run
     reference_results: dict | None = None  # cached reference results read before the worker started
     secret_key: bytes = b""  # a course's own key, mixed into every secret when given (optional)
+    published: list[dict] = field(default_factory=list)  # leaderboard entries; kept only if the check passes
 
     def __post_init__(self) -> None:
         self.seed = seed_for(self.spec.name)
@@ -141,6 +146,24 @@ class Context:
         """A line shown with the check's result whether it passes or fails (a measured figure, say)."""
         self.notes.append(text)
 
+    def publish(self, name: str, value: float, order: str = "asc", *, held_out: bool | None = None) -> None:
+        """A metric of the student's work for the leaderboard (`order` "asc": lower is better, a perplexity).
+
+        Why only from a check that passes: call it after the check has accepted the model's provenance;
+        the runner keeps what a check published only if the whole check passes, so a pasted model never
+        gets an entry. `held_out` (default: the check is hidden) says the value comes from data students
+        never see; such a value goes to the TA's leaderboard.csv and report.html, never to Gradescope's
+        leaderboard, which students see before the deadline. A value that is not finite (a nan
+        perplexity) is refused with a note; the check's own verdict is left alone.
+        """
+        entry = leaderboard_entry(name, value, order, not self.spec.public if held_out is None else held_out)
+        if any(e["name"] == entry["name"] for e in self.published):
+            raise ValueError(f"check {self.spec.name} publishes the metric {name!r} twice")
+        if not math.isfinite(entry["value"]):
+            self.note(f"No leaderboard entry for {entry['name']}: its value is {entry['value']}.")
+            return
+        self.published.append(entry)
+
     def secret_seed(self, purpose: str, bits: int = 64) -> int:
         """A seed for one draw of this check (`purpose`) that no worker can compute; see HELD_OUT_DRAWS.
 
@@ -177,6 +200,26 @@ class Context:
             torch.manual_seed(self.secret_seed(purpose))
             module = build()
         return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+def leaderboard_entry(name, value, order: str = "asc", held_out: bool = True) -> dict:
+    """{name, value, order, held_out} as a leaderboard keeps it, or ValueError / TypeError.
+
+    Why strict: the entry reaches Gradescope's results.json, leaderboard.csv and report.html, so the
+    name is short one-line text and the value a real number (never a bool, which Python counts as
+    one). The value may be nan or inf here: `Context.publish` refuses those with a note.
+    """
+    if type(name) is not str or not 0 < len(name) <= METRIC_NAME_LIMIT or not name.isprintable() \
+            or name != name.strip():
+        raise ValueError(f"a leaderboard metric's name is one line of 1 to {METRIC_NAME_LIMIT} printable characters, "
+                         f"not {str(name)[:METRIC_NAME_LIMIT]!r}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"the leaderboard metric {name!r} is a number, not {type(value).__name__}")
+    if order not in ("asc", "desc"):
+        raise ValueError(f"the leaderboard metric {name!r} has order 'asc' (lower is better) or 'desc', not {order!r}")
+    if type(held_out) is not bool:
+        raise TypeError(f"held_out of the leaderboard metric {name!r} is True or False")
+    return {"name": name, "value": float(value), "order": order, "held_out": held_out}
 
 
 # ---- the grader's secret: every held-out draw ---------------------------------------------------

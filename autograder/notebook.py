@@ -382,6 +382,19 @@ def check_notebook(path: str = "", assignment: str | None = None, question: int 
     print("These are the public checks only: hidden checks decide the final score.")
 
 
+def export_answers(path: str = "", assignment: str | None = None) -> None:
+    """`lmgrade export` for the notebook that is open: its written answers as a PDF beside it."""
+    from autograder import export
+    try:
+        notebook, saved = locate(path, assignment=assignment, now=time.time())
+        print(saved)
+        written, how = export.export(notebook)
+    except (NotebookNotFound, LookupError, ValueError, export.ExportError) as exc:
+        print(exc)
+        return
+    print(f"wrote {written}: {how}")
+
+
 def infer_assignment(path: Path) -> str:
     """The assignment a notebook is for: its lmgrade metadata, else its file name."""
     from autograder.extract import NotebookError, parse_notebook

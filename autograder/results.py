@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import re
 import tempfile
 import textwrap
 from pathlib import Path
 
+from autograder.checks import leaderboard_entry
 from autograder.runner import Report
 
 FIELD_LIMIT = 50_000  # Gradescope truncates text fields at 100,000 characters
@@ -49,7 +51,21 @@ def sanitize(report: Report) -> Report:
             value = getattr(r, f.name)
             if isinstance(value, str):
                 setattr(r, f.name, clean(value))
+        r.published = _entries(r.published) if r.passed else []
     return report
+
+
+def _entries(published) -> list[dict]:
+    """The valid leaderboard entries of a check (a record read from disk may hold anything)."""
+    kept = []
+    for e in published if isinstance(published, list) else ():
+        try:
+            entry = leaderboard_entry(e["name"], e["value"], e["order"], e["held_out"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if math.isfinite(entry["value"]) and entry["name"] not in {k["name"] for k in kept}:
+            kept.append(entry)
+    return kept
 
 
 def _umask() -> int:
@@ -172,7 +188,7 @@ def _num(x: float) -> str:
     return f"{x:g}"
 
 
-def gradescope_json(report: Report) -> dict:
+def gradescope_json(report: Report, held_out_leaderboard: bool = False) -> dict:
     sanitize(report)
     tests = []
     for r in report.results:
@@ -185,8 +201,26 @@ def gradescope_json(report: Report) -> dict:
             "output": _clip(r.output),
             "visibility": "visible" if r.public else "after_published",
         })
-    return {"score": round(report.score, 4), "execution_time": round(report.execution_time, 3),
-            "output": _clip("\n".join(report.notes)), "visibility": "visible", "tests": tests}
+    doc = {"score": round(report.score, 4), "execution_time": round(report.execution_time, 3),
+           "output": _clip("\n".join(report.notes)), "visibility": "visible", "tests": tests}
+    board = gradescope_leaderboard(report, held_out_leaderboard)
+    if board:
+        doc["leaderboard"] = board
+    return doc
+
+
+def gradescope_leaderboard(report: Report, held_out: bool = False) -> list[dict]:
+    """Gradescope's top-level `leaderboard`: [{name, value, order}] of the metrics checks that passed
+    published, `order` always written (Gradescope's default is "desc", ours "asc").
+
+    Why held-out metrics stay out unless course staff opt in (`lmgrade gradescope build
+    --leaderboard`): students see Gradescope's leaderboard as soon as they submit, and by default
+    nothing derived from a hidden input reaches them before the deadline; those metrics are in the
+    TA's leaderboard.csv and report.html either way. Opted in, they go out rounded to 3 significant
+    digits, a coarse number per submission.
+    """
+    return [{"name": e["name"], "value": float(f"{e['value']:.3g}") if e["held_out"] else e["value"],
+             "order": e["order"]} for e in report.leaderboard if held_out or not e["held_out"]]
 
 
 def failure_json(message: str) -> dict:

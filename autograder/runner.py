@@ -42,6 +42,7 @@ class CheckResult:
     # function of an earlier question, where the hint would point at the wrong place.
     hint: str = ""
     hint_at: int = 0
+    published: list[dict] = field(default_factory=list)  # leaderboard entries (checks.leaderboard_entry); passed only
 
 
 @dataclass
@@ -60,6 +61,15 @@ class Report:
     @property
     def max_score(self) -> float:
         return sum(r.max_score for r in self.results if not r.extra)
+
+    @property
+    def leaderboard(self) -> list[dict]:
+        """The metrics published by checks that passed; a name two checks publish keeps the first."""
+        entries: dict[str, dict] = {}
+        for r in self.results:
+            for entry in r.published if r.passed else ():
+                entries.setdefault(entry["name"], entry)
+        return list(entries.values())
 
 
 def resolve_device(device: str) -> str:
@@ -232,11 +242,13 @@ def _run_check(fn, student: Student, box: Sandbox, limits: Limits, ctx_args: dic
     elif student.printed:
         printed = "".join(student.printed)
         message += f"\nYour code printed:\n{printed[:1000]}" + ("..." if len(printed) > 1000 else "")
-    return _result(spec, passed, message, hint=hint, hint_at=hint_at)
+    return _result(spec, passed, message, hint=hint, hint_at=hint_at, published=ctx.published)
 
 
-def _result(spec, passed: bool, message: str, *, hint: str = "", hint_at: int | None = None) -> CheckResult:
-    """The result of one check; a failure's `hint` waits outside `output` (see CheckResult), with room kept."""
+def _result(spec, passed: bool, message: str, *, hint: str = "", hint_at: int | None = None,
+            published: list[dict] = ()) -> CheckResult:
+    """The result of one check; a failure's `hint` waits outside `output` (see CheckResult), with room kept.
+    What a check published is kept only when it passed: a check that fails half-way earns no entry."""
     hint = hint if not passed else ""
     limit = OUTPUT_LIMIT - (len(f"\nHint: {hint}") if hint else 0)
     if len(message) > limit:
@@ -244,7 +256,8 @@ def _result(spec, passed: bool, message: str, *, hint: str = "", hint_at: int | 
     return CheckResult(name=spec.name, question=spec.question, title=spec.title,
                        score=spec.points if passed else 0.0, max_score=spec.points, passed=passed,
                        output=message, public=spec.public, extra=spec.extra, hint=hint,
-                       hint_at=min(len(message) if hint_at is None else hint_at, limit))
+                       hint_at=min(len(message) if hint_at is None else hint_at, limit),
+                       published=list(published) if passed else [])
 
 
 def _cell_names(cell: extract.Cell) -> set[str]:

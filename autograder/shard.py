@@ -1,5 +1,6 @@
 """A batch split across machines: `lmgrade grade ... --shard K/N` grades part K of N, and
-`lmgrade merge OUT...` writes the one grades.csv, feedback, summary and histogram of all parts.
+`lmgrade merge OUT...` writes the one grades.csv, feedback, summary, histogram, leaderboard.csv and
+report.html of all parts.
 
 Why the parts are cut by a hash of each student's id (as found, before a classmate's clashing
 file renames it), not by position in a sorted list: every machine computes the same cut without
@@ -230,8 +231,8 @@ def _rerun(doc: dict, k: int | str) -> str:
 
 
 def merge(outs: list[Path], dest: Path | None = None, assignment=None) -> BatchResult:
-    """One grades.csv, feedback/, summary.txt and histogram.png from every shard's records, the same
-    as a single run over the same inputs would write (timings aside).
+    """One grades.csv, feedback/, summary.txt, histogram.png, leaderboard.csv and report.html from every
+    shard's records, the same as a single run over the same inputs would write (timings aside).
 
     Raises ValueError (argument errors: no manifests, shards of other assignments, the same shard
     in two folders) and `Incomplete` (a shard missing, unfinished, or graded on other inputs or

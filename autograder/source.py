@@ -8,7 +8,13 @@ sync by hand. A solution region
     # END SOLUTION
 
 becomes `raise NotImplementedError("count_ngrams: pad each sentence, then slide a window")` in the
-starter and plain code in the solution. Cells tagged "solution" exist only in the solution.
+starter and plain code in the solution. Cells tagged "solution" exist only in the solution, cells
+tagged "starter" only in the starter (a written answer's blank and its staff answer).
+
+Written questions (exported by `lmgrade export`): a markdown cell tagged "written" asks the
+question (its first line is a heading, "### Written question 2: ..."), the markdown cells tagged
+"answer" after it hold the student's answer, and the code cells tagged "figure" before it (since
+the previous written question) make the figures and printed results it is about.
 """
 from __future__ import annotations
 

@@ -237,6 +237,9 @@ def test_batch_grades_resumes_and_regrades(tmp_path, tiny):
     assert "feedback for carol" in feedback and "tokenize" in feedback and "Passed checks:" in feedback
     assert "No notebook (.ipynb) or .py file" in (out / "feedback" / "dave.txt").read_text()
     assert (out / "histogram.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "leaderboard.csv").read_text() == "metric,order,rank,student,value,held_out\n"  # no check publishes
+    report = (out / "report.html").read_text()
+    assert 'href="feedback/carol.txt"' in report and "tokenize(&lt;text&gt;)" in report  # tests/test_report.py: more
     summary = (out / "summary.txt").read_text()
     assert re.search(r"Q1 +Tokens and vocabulary +mean ", summary) and "checks failed most often" in summary
     assert "tokenize on a few tricky lines [tokenize_tricky]: 2 of 3 failed" in summary

@@ -255,7 +255,7 @@ def test_the_settings_table_lists_every_assignment_once():
 
 @pytest.mark.parametrize("assignment_id", assignments.IDS)
 def test_gradescope_build_prints_the_docs_and_the_settings_in_them(assignment_id, tmp_path, monkeypatch, capsys):
-    def fake_build(assignment, dest):
+    def fake_build(assignment, dest, leaderboard=False):
         Path(dest).write_bytes(b"PK")
         return Path(dest)
 
@@ -269,6 +269,9 @@ def test_gradescope_build_prints_the_docs_and_the_settings_in_them(assignment_id
     memory, least, minutes = map(int, re.search(r"memory (\d+) GB \(at least (\d+) GB\), timeout (\d+) minutes",
                                                 out).groups())
     assert (memory, least, minutes) == docs_settings()[assignment_id]
+    outline = (tmp_path / "a-written-outline.md").read_text()  # the PDF assignment's questions, in order
+    titles = re.findall(r"^\d+\. (Written question \d+: .+)$", outline, re.M)
+    assert len(titles) >= 2 and titles[0].startswith("Written question 1:") and "lmgrade export" in outline
 
 
 # ---- grading on the simulated Gradescope --------------------------------------------------------

@@ -1,13 +1,14 @@
 """The notebooks students and staff open run in a real Jupyter kernel."""
 import json
 import shutil
+import unicodedata
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from autograder import assignments, build
+from autograder import assignments, build, export
 
 FINISHED = [a.id for a in assignments.available() if a.finished]
 
@@ -31,6 +32,21 @@ def test_staff_solution_runs_top_to_bottom(tmp_path, monkeypatch, assignment_id)
     assert any(o.output_type == "display_data" and "image/png" in o.get("data", {}) for o in outputs), "no plot"
     printed = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "public checks" in printed.lower(), "the in-notebook check line did not report"
+    if export._browser() is None:
+        return  # the PDF needs a Chromium (tests/test_export.py says so where it skips)
+    executed = tmp_path / "executed.ipynb"
+    nbformat.write(nb, executed)
+    pdf, _ = export.export(executed)
+    from pypdf import PdfReader
+    pages = [(p.extract_text() or "", len(p.images)) for p in PdfReader(str(pdf)).pages]
+    starts = [i for i, (text, _) in enumerate(pages) if text.lstrip().startswith("Written question")]
+    found = export.questions(nb)
+    assert len(starts) == len(found) >= 2
+    for q, start, end in zip(found, starts, starts[1:] + [len(pages)]):  # each question's figures on its pages
+        if any("image/png" in o.get("data", {}) for c in q.figures for o in c.outputs):
+            assert sum(images for _, images in pages[start:end]) >= 1, f"no figure for written question {q.number}"
+    printed_pdf = unicodedata.normalize("NFKC", " ".join(" ".join(text for text, _ in pages).split()))  # "ﬀ" ligatures
+    assert printed_pdf.count("Staff answer") == len(found), printed_pdf[:300]
 
 
 @pytest.mark.parametrize("assignment_id", FINISHED)

@@ -55,9 +55,10 @@ def run_shards(inputs, outs, n: int, root: Path, only=None) -> list[subprocess.C
 
 
 def assert_same_outputs(single: Path, merged: Path) -> None:
-    """grades.csv, the summary (but its first line, which says how the records came), every feedback
-    file (timings aside) and the histogram: the same."""
-    assert (merged / "grades.csv").read_text() == (single / "grades.csv").read_text()
+    """grades.csv, leaderboard.csv and report.html, the summary (but its first line, which says how
+    the records came), every feedback file (timings aside) and the histogram: the same."""
+    for name in ("grades.csv", "leaderboard.csv", "report.html"):
+        assert (merged / name).read_text() == (single / name).read_text(), name
     one, other = ((p / "summary.txt").read_text().splitlines() for p in (single, merged))
     assert other[1:] == one[1:]
     head = re.compile(r"^\w+: \d+ submissions")  # "ngram: 14 submissions" in both

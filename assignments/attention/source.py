@@ -400,7 +400,7 @@ def alibi_bias(n_heads, T_q, T_k=None, device=None):
 # **An attention heat map.** A random (untrained) 2-head attention with a causal mask: each row is a
 # query position and shows how its weight is spread over the positions it may see.
 
-# %%
+# %% tags=["figure"]
 import matplotlib.pyplot as plt
 
 torch.manual_seed(0)
@@ -418,12 +418,31 @@ for head, ax in enumerate(axes):
 fig.tight_layout()
 plt.show()
 
+# %% [markdown] tags=["written"]
+# ### Written question 1: what the causal mask does to an attention map
+#
+# Describe the shape of your two heat maps. Why is everything above the diagonal exactly 0, what
+# does row 0 look like and why, and how does the weight a query can give one key change as the
+# query position grows? What would the maps look like without the mask?
+
+# %% [markdown] tags=["answer", "starter"]
+# *Your answer:*
+
+# %% [markdown] tags=["answer", "solution"]
+# *Staff answer.* The maps are lower triangular: query $i$ may attend only to keys $j \le i$, and the
+# masked scores are set to $-\infty$ before the softmax, so their weights are exactly 0. Row 0 has a
+# single allowed key, itself, so its weight is 1 (the brightest cell). Each row sums to 1 over
+# $i + 1$ keys, so later queries spread their weight over more positions and individual weights
+# tend to shrink (about $1/(i+1)$ when the scores are similar), unless one key's score stands out.
+# Without the mask every row would spread over all 8 positions, including the future ones, and the
+# upper triangle would be filled.
+
 # %% [markdown]
 # **Self-attention without positions is permutation-equivariant.** Shuffle the positions of the
 # input: the output rows are shuffled the same way, and nothing else changes. Add sinusoidal
 # positions first and this is no longer true.
 
-# %%
+# %% tags=["figure"]
 perm = torch.randperm(T)
 with torch.no_grad():
     plain = mha(x)
@@ -434,6 +453,27 @@ with torch.no_grad():
     with_pos = mha(x + pe)
     shuffled_pos = mha(x[:, perm] + pe)
     print("with sinusoidal positions:", torch.allclose(shuffled_pos, with_pos[:, perm], atol=1e-6))
+
+# %% [markdown] tags=["written"]
+# ### Written question 2: what positions change
+#
+# The cell above printed whether permuting the input just permutes the output, without and with
+# sinusoidal positions. Explain both results from the formula of attention. For a sentence, what
+# could a model without positions not tell apart, and why does a causal mask alone already give a
+# decoder some sense of order?
+
+# %% [markdown] tags=["answer", "starter"]
+# *Your answer:*
+
+# %% [markdown] tags=["answer", "solution"]
+# *Staff answer.* Without positions each output row is a weighted mean of the values, with weights
+# from the scores $q_i \cdot k_j$, which depend only on the tokens, not on where they stand;
+# permuting the input permutes the queries, keys and values alike, so the output rows are permuted
+# the same way (True). Adding a position vector makes each input depend on its slot, so the
+# permuted input is a different set of vectors and the output changes (False). Without positions,
+# "dog bites man" and "man bites dog" give the same set of outputs. A causal mask breaks the
+# symmetry: position $i$ sees exactly $i + 1$ tokens, so the model can infer how far in it is (the
+# number of visible tokens) even without position vectors.
 
 # %% [markdown]
 # **RoPE sees only offsets.** The score of a rotated query at position m and a rotated key at
@@ -448,7 +488,9 @@ for m, n in [(3, 1), (10, 8), (50, 48)]:
 # %% [markdown]
 # ## Done?
 #
-# Save the notebook, run the public checks one last time, and submit `attention.ipynb`.
+# Save the notebook, run the public checks one last time, then make the PDF of your written
+# answers with `lmgrade export attention.ipynb` and upload it to the written assignment. Submit
+# `attention.ipynb`.
 
 # %%
 from autograder import check_notebook

@@ -568,6 +568,42 @@ for name in check_params:
 ok, error = gradient_check(loss_of, check_params["b2"], 1.01 * check_grads["b2"])
 print(f"a gradient 1% too large: {'ok' if ok else 'flagged'}, relative error {error:.1e}")
 
+# %% tags=["figure"]
+import matplotlib.pyplot as plt
+
+def loss_of_w(value):
+    return ffnn_loss_and_grads({**check_params, "W": value}, check_contexts, check_targets)[0]
+
+steps = np.logspace(-13, -1, 25)
+errors = [gradient_check(loss_of_w, check_params["W"], check_grads["W"], eps=eps)[1] for eps in steps]
+fig, ax = plt.subplots(figsize=(6, 3.5))
+ax.loglog(steps, errors, marker="o")
+ax.set(xlabel="step eps", ylabel="relative error of the gradient of W", title="Gradient check of W in float64")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown] tags=["written"]
+# ### Written question 1: the step of a gradient check
+#
+# Your gradient of `W` is right, yet the relative error in the plot is far from 0 for large and for
+# tiny steps. Describe the curve: which error dominates on each side of the minimum, what slope
+# each side has on the log-log axes and why, and where the minimum lies. Which step would you use
+# in float64, and what would change in float32?
+
+# %% [markdown] tags=["answer", "starter"]
+# *Your answer:*
+
+# %% [markdown] tags=["answer", "solution"]
+# *Staff answer.* On the right the truncation error of the central difference dominates: it is
+# $O(\varepsilon^2)$, a slope of about 2 (the error grows a hundredfold per decade of $\varepsilon$). On
+# the left, rounding dominates: $f$ is known only to about $10^{-16}$ relative, and dividing by
+# $2\varepsilon$ magnifies that, an error of order $10^{-16}/\varepsilon$, a slope of $-1$. The minimum is
+# where the two meet: theory puts it near $(10^{-16})^{1/3} \approx 10^{-5}$ times a factor set by the
+# curvature of $f$; here it is at $10^{-5}$ to $10^{-4}$, with an error of about $10^{-10}$. Any step
+# from $10^{-6}$ to $10^{-4}$ is good. In float32 the rounding level is
+# $10^{-7}$, so the minimum moves to $\varepsilon \approx 10^{-2}$ with an error of about $10^{-4}$, too
+# close to what a real bug gives: check gradients in float64.
+
 # %% [markdown]
 # ## Q6. Training on Shakespeare with SGD
 #
@@ -686,7 +722,7 @@ def perplexity(params, ids, context=2, chunk=4000):
 ffnn_valid = perplexity(params, valid_ids)
 print(f"feedforward LM: validation perplexity {ffnn_valid:.1f}")
 
-# %%
+# %% tags=["figure"]
 import matplotlib.pyplot as plt
 
 window = 50
@@ -762,10 +798,34 @@ for name, ppl in results.items():
 # helps "queen", while an n-gram table learns each context on its own. And it can grow its context
 # (`context=3` or more) for the cost of a wider `W`, where a longer n-gram mostly meets contexts it
 # has never seen.
+
+# %% [markdown] tags=["written"]
+# ### Written question 2: reading the loss curve
 #
+# In your loss curve, where does the loss start and why there (compare it with the dashed line),
+# why is the minibatch loss so noisy while its running mean is smooth, and what does the gap
+# between the end of the curve and the validation line tell you? Would you train longer, and what
+# would you watch while doing so?
+
+# %% [markdown] tags=["answer", "starter"]
+# *Your answer:*
+
+# %% [markdown] tags=["answer", "solution"]
+# *Staff answer.* It starts at about $\log V$: with small random weights the softmax is nearly
+# uniform, and the cross-entropy of a uniform guess over $V$ words is $\log V$. Each minibatch holds
+# only 128 positions, so its mean loss varies a lot from batch to batch (the noise shrinks like
+# $1/\sqrt{128}$ but stays visible); the running mean averages 50 batches. The end of the training
+# curve and the validation line are close, so the model is not overfitting yet: it is still
+# underfitting, and the curve is still going down. Training longer should help; watch the
+# validation perplexity (or loss) every few hundred steps and stop when it stops improving or
+# starts to rise while the training loss keeps falling.
+
+# %% [markdown]
 # ## Done?
 #
-# Save the notebook, run the public checks one last time, and submit `backprop.ipynb`.
+# Save the notebook, run the public checks one last time, then make the PDF of your written
+# answers with `lmgrade export backprop.ipynb` and upload it to the written assignment. Submit
+# `backprop.ipynb`.
 
 # %%
 from autograder import check_notebook

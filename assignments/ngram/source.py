@@ -785,6 +785,7 @@ print("bigram MLE perplexity:", perplexity(NGramLM(2, vocab).fit(train), valid))
 
 results = {}  # name -> validation perplexity
 tuned = {}    # order n -> NGramLM with its best k
+curves = {}   # name -> {k: validation perplexity}, for the plot below
 k_grid = (0.001, 0.01, 0.1, 1.0)
 for n, name in [(1, "unigram"), (2, "bigram"), (3, "trigram")]:
     fitted = NGramLM(n, vocab).fit(train)  # counts once; k only changes prob()
@@ -795,7 +796,41 @@ for n, name in [(1, "unigram"), (2, "bigram"), (3, "trigram")]:
         print(f"{name:8s} k={k:<6} perplexity {by_k[k]:8.1f}")
     fitted.k = min(by_k, key=by_k.get)
     tuned[n] = fitted
+    curves[name] = by_k
     results[f"{name} (add-k)"] = by_k[fitted.k]
+
+# %% tags=["figure"]
+import matplotlib.pyplot as plt
+
+fig, ax = plt.subplots(figsize=(6, 3.5))
+for name, by_k in curves.items():
+    ax.plot(list(by_k), list(by_k.values()), marker="o", label=name)
+ax.set(xscale="log", yscale="log", xlabel="k (add-k)", ylabel="validation perplexity")
+ax.legend()
+fig.tight_layout()
+plt.show()
+
+# %% [markdown] tags=["written"]
+# ### Written question 1: add-k as k grows
+#
+# Read your plot. For the bigram and for the trigram, how does validation perplexity change as $k$
+# grows from 0.001 to 1? Explain the shape from what add-k does to the probability of the n-grams
+# seen in training and of those never seen, and say why the trigram's curve is higher and its best
+# $k$ is not the bigram's.
+
+# %% [markdown] tags=["answer", "starter"]
+# *Your answer:*
+
+# %% [markdown] tags=["answer", "solution"]
+# *Staff answer.* The bigram curve falls and then rises (best near $k = 0.01$, about 234 against 253
+# at 0.001 and 664 at 1). A tiny $k$ leaves unseen bigrams almost at probability 0, and the
+# validation plays are full of them, so their cost dominates; a larger $k$ moves mass to them.
+# Past the best $k$ the mass taken from the seen bigrams, which carry most of the validation
+# tokens, costs more than the unseen ones gain, because add-k spreads it evenly over all $|V|$
+# words instead of the plausible ones. The trigram curve only rises (about 1,000 at 0.001, 4,000 at
+# 1) and lies far above: most trigram contexts were seen once or never, so almost every position
+# gets the near-uniform add-k share, and each context has so few counts that any $k$ swamps them;
+# its best $k$ is the smallest on the grid. The unigram hardly moves: every word in $V$ was seen.
 
 # %% [markdown]
 # Notice that the best add-k trigram is *worse* than the add-k bigram: most trigrams in the
@@ -860,7 +895,7 @@ for word in ("morrow", "nature", "highness", "night"):
 # model only ever says things it has seen. (Generation scores the whole vocabulary at every
 # step, so it takes a moment.)
 
-# %%
+# %% tags=["figure"]
 mle_trigram = NGramLM(3, vocab).fit(train)
 print("greedy, interpolated:", " ".join(generate(interpolated, greedy=True)))
 print("greedy, MLE trigram: ", " ".join(generate(mle_trigram, greedy=True)))
@@ -869,10 +904,33 @@ for seed in range(3):
 for seed in range(3):
     print("sampled, MLE trigram: ", " ".join(generate(mle_trigram, seed=seed)))
 
+# %% [markdown] tags=["written"]
+# ### Written question 2: perplexity and what the model says
+#
+# The interpolated model has a far lower validation perplexity than the MLE trigram, yet some of
+# its sampled lines above read worse: rare words in odd places. Using your own printed lines,
+# explain both facts. What does smoothing do for perplexity, what does it do to sampling, and why
+# are the greedy lines of both models short and repetitive?
+
+# %% [markdown] tags=["answer", "starter"]
+# *Your answer:*
+
+# %% [markdown] tags=["answer", "solution"]
+# *Staff answer.* Perplexity punishes a probability of 0 without limit: one unseen validation
+# trigram makes the MLE model's perplexity infinite, and smoothing gives every word after every
+# context some probability, so nothing costs infinitely much. When sampling, that small mass adds
+# up over the whole vocabulary: at each step there is a real chance of drawing one of thousands of
+# rare words, each unlikely alone, and the line derails. The MLE trigram can only say what it has
+# seen, so its samples are locally fluent (often copied phrases). Greedy decoding takes the single
+# likeliest word each time: frequent function words and the end of line win, so lines are short
+# and the same every time.
+
 # %% [markdown]
 # ## Done?
 #
-# Save the notebook, run the public checks one last time, and submit `ngram.ipynb`.
+# Save the notebook, run the public checks one last time, then make the PDF of your written
+# answers with `lmgrade export ngram.ipynb` and upload it to the written assignment. Submit
+# `ngram.ipynb`.
 
 # %%
 from autograder import check_notebook
