@@ -81,3 +81,58 @@ def test_shakespeare_scores_returned_weights_itself_and_flags_implausibly_good_o
     probe = np.asarray(test_ids[:200], dtype=np.int64).tobytes()
     assert not any(probe in np.ascontiguousarray(a).astype(np.int64).tobytes() for a in sent if a.size >= 200)
 
+
+
+def failure_of(replacements, check_name: str) -> str:
+    """The message one check gives the staff solution with `replacements`, run in this process ("" if it passes)."""
+    from autograder import build
+    from autograder.checks import Context, seed_everything
+    from autograder.errors import CheckFailed
+    from autograder.remote import InProcessChannel, Student
+    from tests.helpers import edited_solution
+    text = edited_solution("transformer", replacements)
+    student = Student(InProcessChannel(build.module_from_text("lmgrade_test_transformer_message", text)))
+    fn = next(fn for fn in TRANSFORMER.checks() if fn.lmgrade_check.name == check_name)
+    ctx = Context(student=student, ref=TRANSFORMER.reference(), spec=fn.lmgrade_check,
+                  recording={} if fn.lmgrade_check.public else None)
+    seed_everything(ctx.seed)
+    try:
+        fn(ctx)
+    except CheckFailed as exc:
+        return str(exc)
+    return ""
+
+
+RMS_RETURN = "        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps) * self.weight"
+
+
+def test_a_float32_forward_is_named_float32_not_a_cut_graph():
+    """RMSNorm upcast to float32 (as LLaMA's reference code does) has right gradients: the message must say float32."""
+    upcast = [(RMS_RETURN, "        h = x.float()\n        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)\n"
+                           "        return h.type_as(x) * self.weight")]
+    message = failure_of(upcast, "norm_gradients")
+    assert "float32" in message and ".detach()" not in message, message
+    assert "float32" in failure_of(upcast, "public_norms")
+
+
+def test_training_checks_blame_a_wrong_schedule_or_optimizer_step_not_the_loop():
+    """A correct train_lm with a wrong lr_at (or adamw_step) is told to fix that piece first, publicly and hidden."""
+    warmup = [("        return max_lr * (step + 1) / warmup_steps", "        return max_lr * step / warmup_steps")]
+    for check in ("public_train_one_step", "train_exact_steps", "public_seq2seq_train", "seq2seq_train_steps"):
+        message = failure_of(warmup, check)
+        assert "lr_at (Q5)" in message and "loop may well be right" in message, (check, message)
+    no_decay = [("    param = param - lr * weight_decay * param - lr * m_hat", "    param = param - lr * m_hat")]
+    assert "adamw_step (Q5)" in failure_of(no_decay, "public_train_one_step")
+
+
+def test_a_loss_by_log_of_softmax_is_told_why_it_is_inf():
+    two_steps = [("        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))\n        optimizer.zero_grad()\n"
+                  "        loss.backward()\n        clipped, _ = clip_grads([p.grad for p in params], s[\"grad_clip\"])\n"
+                  "        for p, g in zip(params, clipped):\n            p.grad = g\n        optimizer.step(lr)\n        losses",
+                  "        probs = torch.softmax(logits, dim=-1)\n"
+                  "        loss = -torch.log(probs.gather(-1, y[..., None])).mean()\n        optimizer.zero_grad()\n"
+                  "        loss.backward()\n        clipped, _ = clip_grads([p.grad for p in params], s[\"grad_clip\"])\n"
+                  "        for p, g in zip(params, clipped):\n            p.grad = g\n        optimizer.step(lr)\n        losses")]
+    for check in ("public_train_one_step", "train_exact_steps"):
+        message = failure_of(two_steps, check)
+        assert "log_softmax" in message and "inf" in message, (check, message)

@@ -21,6 +21,9 @@ CLIP_RETURN = "    return [g * factor for g in grads], float(total)"
 ADAMW_LR = "        lr = self.lr if lr is None else lr\n"
 ADAMW_SKIP = "            if p.grad is None:\n                continue\n"
 SAMPLE_PROBS = "            probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)"
+RMS_RETURN = "        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps) * self.weight"
+ATTN_SOFTMAX = "        out = torch.softmax(scores, dim=-1) @ v  # (B, h, T, d_head)"
+ROPE_THETA = "    theta = base ** (-torch.arange(0, d, 2, device=x.device, dtype=x.dtype) / d)"
 
 # name: (replacements, questions graded, failing checks expected)
 BUGS = {
@@ -31,14 +34,15 @@ BUGS = {
         [(PRE_NORM, PRE_NORM.replace("x = x + a", "x = a"))], {"3"},
         {"public_block", "block_builtin", "block_gradients"}),
     "residual added in place into the caller's tensor": (
-        [(PRE_NORM, PRE_NORM.replace("x = x + a", "x += a"))], {"3"}, {"block_builtin", "block_gradients"}),
+        [(PRE_NORM, PRE_NORM.replace("x = x + a", "x += a"))], {"3"}, {"block_builtin", "block_gradients",
+                                                                       "public_block"}),
     "LayerNorm over the batch axis": (
         [("        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)\n        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)",
           "        mean = x.mean(dim=0, keepdim=True)\n        var = ((x - mean) ** 2).mean(dim=0, keepdim=True)")],
-        {"1"}, LN_CHECKS),
+        {"1"}, LN_CHECKS | {"norm_extremes"}),
     "LayerNorm with the unbiased variance": (
         [("        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1), biased",
-          "        var = x.var(dim=-1, keepdim=True)")], {"1"}, LN_CHECKS),
+          "        var = x.var(dim=-1, keepdim=True)")], {"1"}, LN_CHECKS | {"norm_extremes"}),
     "GELU with the tanh approximation": (
         [("        return self.proj(F.gelu(self.fc(x)))", "        return self.proj(F.gelu(self.fc(x), approximate='tanh'))")],
         {"2"}, {"public_feed_forward", "mlp_formula", "ffn_gradients"}),
@@ -54,7 +58,7 @@ BUGS = {
           "    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)",
           "    even, odd = x[..., : d // 2], x[..., d // 2:]\n"
           "    return torch.cat((even * cos - odd * sin, even * sin + odd * cos), dim=-1)")],
-        {"3"}, {"rope_formula", "attention_self", "block_builtin"}),
+        {"3"}, {"attention_self", "block_builtin", "public_block", "rope_formula"}),
     "untied head": (
         [("        if tie_weights:\n            self.head.weight = self.tok_emb.weight\n", "")], {"4"},
         {"lm_gradients"}),
@@ -71,7 +75,8 @@ BUGS = {
         [("    m_hat = m / (1 - beta1 ** step)\n    v_hat = v / (1 - beta2 ** step)\n", "    m_hat, v_hat = m, v\n")],
         {"5"}, ADAMW_CHECKS),
     "AdamW with eps inside the square root": (
-        [("(v_hat.sqrt() + eps)", "(v_hat + eps).sqrt()")], {"5"}, {"adamw_vs_torch", "adamw_class"}),
+        [("(v_hat.sqrt() + eps)", "(v_hat + eps).sqrt()")], {"5"}, {"adamw_class", "adamw_vs_torch",
+                                                                    "public_training_pieces"}),
     "warmup off by one": (
         [("        return max_lr * (step + 1) / warmup_steps", "        return max_lr * step / warmup_steps")], {"5"},
         {"public_training_pieces", "schedule_edges"}),
@@ -81,10 +86,10 @@ BUGS = {
           "    return [g * factor for g in grads], float(total)",
           "    total = torch.sqrt(sum((g.double() ** 2).sum() for g in grads))\n"
           "    return [g * min(1.0, max_norm / (float(g.norm()) + 1e-6)) for g in grads], float(total)")],
-        {"5"}, {"clip_global_norm"}),
+        {"5"}, {"clip_global_norm", "public_training_pieces"}),
     "get_batch never draws the last crop": (
         [("torch.randint(0, len(data) - block_size, (batch_size,)", "torch.randint(0, len(data) - block_size - 1, (batch_size,)")],
-        {"5"}, {"get_batch_crops"}),
+        {"5"}, {"get_batch_crops", "public_training_pieces"}),
     "a cache that drops the oldest position": (
         [(CACHE_CAT, CACHE_CAT.replace("torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)",
                                        "torch.cat([cache[0], k], dim=2)[:, :, 1:], torch.cat([cache[1], v], dim=2)[:, :, 1:]"))],
@@ -103,21 +108,23 @@ BUGS = {
         {"7"}, {"public_generation", "filter_boundaries", "generate_sampling"}),
     "cross-attention with keys and values from the decoder": (
         [("        x = x + self.cross_attn(self.norm2(x), context=memory)", "        x = x + self.cross_attn(self.norm2(x))")],
-        {"8"}, {"public_seq2seq", "decoder_block_builtin", "seq2seq_builtin", "seq2seq_gradients",
-                "greedy_decode_matches", "seq2seq_train_steps", "seq2seq_train_seeded", "seq2seq_sorting"}),
+        {"8"}, {"decoder_block_builtin", "greedy_decode_matches", "public_seq2seq", "public_seq2seq_train",
+                "seq2seq_builtin", "seq2seq_gradients", "seq2seq_sorting", "seq2seq_train_seeded",
+                "seq2seq_train_steps"}),
     # (the encoder then gets no gradient: training crashes in clip_grads)
     # ---- a second hunt: blind spots (flags, keywords, in-place edits, state, randomness) ----
     "RMSNorm with eps outside the square root": (
         [("        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps) * self.weight",
           "        return x / (torch.sqrt((x * x).mean(dim=-1, keepdim=True)) + self.eps) * self.weight")], {"1"},
-        {"rmsnorm_builtin", "norm_gradients"}),
+        {"norm_extremes", "norm_gradients", "public_norms", "rmsnorm_builtin"}),
     "LayerNorm with eps fixed at 1e-5": (
         [("        out = (x - mean) / torch.sqrt(var + self.eps) * self.weight",
-          "        out = (x - mean) / torch.sqrt(var + 1e-5) * self.weight")], {"1"}, {"layernorm_builtin"}),
+          "        out = (x - mean) / torch.sqrt(var + 1e-5) * self.weight")], {"1"}, {"layernorm_builtin",
+                                                                                       "public_norms"}),
     "LayerNorm centering its input in place": (
         [("        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)\n",
           "        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)\n        x -= mean\n        mean = 0\n")], {"1"},
-        {"norm_gradients"}),
+        {"norm_gradients", "public_norms"}),
     "SwiGLU with SiLU after the product": (
         [("self.down(F.silu(self.gate(x)) * self.up(x))", "self.down(F.silu(self.gate(x) * self.up(x)))")], {"2"},
         {"public_feed_forward", "swiglu_formula", "ffn_gradients"}),
@@ -127,24 +134,24 @@ BUGS = {
     "RoPE ignores its base argument": (
         [("    theta = base ** (-torch.arange(0, d, 2, device=x.device, dtype=x.dtype) / d)",
           "    theta = 10000.0 ** (-torch.arange(0, d, 2, device=x.device, dtype=x.dtype) / d)")], {"3"},
-        {"rope_formula"}),
+        {"public_block", "rope_formula"}),
     "RoPE with theta_k = base^(-k/d)": (
         [("    theta = base ** (-torch.arange(0, d, 2, device=x.device, dtype=x.dtype) / d)",
           "    theta = base ** (-torch.arange(0, d // 2, device=x.device, dtype=x.dtype) / d)")], {"3"},
-        {"rope_formula", "attention_self", "block_builtin"}),
+        {"attention_self", "block_builtin", "public_block", "rope_formula"}),
     "RoPE also rotates the values": (
         [("            q, k = apply_rope(q, positions), apply_rope(k, positions)",
           "            q, k, v = apply_rope(q, positions), apply_rope(k, positions), apply_rope(v, positions)")], {"3"},
-        {"attention_self", "block_builtin"}),
+        {"attention_self", "block_builtin", "public_block"}),
     "heads merged without the transpose": (
         [("        out = self.out_proj(out.transpose(1, 2).reshape(B, T, -1))",
           "        out = self.out_proj(out.reshape(B, T, -1))")], {"3"},
-        {"attention_self", "attention_cross", "attention_gradients", "public_block", "block_builtin", "block_causal",
-         "block_gradients"}),
+        {"attention_cross", "attention_extremes", "attention_gradients", "attention_self", "block_builtin",
+         "block_causal", "block_gradients", "public_block"}),
     "causal mask hides the diagonal too": (
         [('            scores = scores.masked_fill(j > i, float("-inf"))', "            scores = scores.masked_fill(j >= i, -1e9)")],
-        {"3"}, {"attention_self", "attention_gradients", "public_block", "block_builtin", "block_causal",
-                "block_gradients"}),
+        {"3"}, {"attention_extremes", "attention_gradients", "attention_self", "block_builtin", "block_causal",
+                "block_gradients", "public_block"}),
     "Block reuses norm1 before the MLP": (
         [("            x = x + self.mlp(self.norm2(x))", "            x = x + self.mlp(self.norm1(x))")], {"3"},
         {"public_block", "block_builtin", "block_gradients"}),
@@ -153,56 +160,66 @@ BUGS = {
         {"public_lm", "lm_builtin", "lm_edges", "lm_gradients"}),
     "param_count counts learned positions for RoPE too": (
         [('    total += max_len * d_model if positions == "learned" else 0\n', "    total += max_len * d_model\n")], {"4"},
-        {"param_count_formula"}),
+        {"param_count_formula", "public_lm"}),
     "param_count counts LayerNorm biases when bias=False": (
-        [("    norm = d_model * (2 if bias else 1)", "    norm = 2 * d_model")], {"4"}, {"param_count_formula"}),
+        [("    norm = d_model * (2 if bias else 1)", "    norm = 2 * d_model")], {"4"}, {"param_count_formula",
+                                                                                         "public_lm"}),
     "param_count returns a float": (
-        [("    return total\n", "    return total * 1.0\n")], {"4"}, {"param_count_formula"}),
+        [("    return total\n", "    return total * 1.0\n")], {"4"}, {"param_count_formula", "public_lm"}),
     "lr_at cosine over total_steps, not after warmup": (
         [("    progress = (step - warmup_steps) / (total_steps - warmup_steps)", "    progress = step / total_steps")],
         {"5"}, {"public_training_pieces", "schedule_edges"}),
     "lr_at keeps the cosine after total_steps": (
-        [("    if step >= total_steps:\n        return min_lr\n", "")], {"5"}, {"public_training_pieces", "schedule_edges"}),
+        [("    if step >= total_steps:\n        return min_lr\n", "")], {"5"}, {"public_training_pieces",
+                                                                                "schedule_edges"}),
     "clip_grads returns the norm after clipping": (
-        [(CLIP_RETURN, "    return [g * factor for g in grads], float(total) * factor")], {"5"}, {"clip_global_norm"}),
+        [(CLIP_RETURN, "    return [g * factor for g in grads], float(total) * factor")], {"5"}, {"clip_global_norm",
+                                                                                                  "public_training_pieces"}),
     "clip_grads scales the gradients in place": (
-        [(CLIP_RETURN, "    return [g.mul_(factor) for g in grads], float(total)")], {"5"}, {"clip_global_norm"}),
+        [(CLIP_RETURN, "    return [g.mul_(factor) for g in grads], float(total)")], {"5"}, {"clip_global_norm",
+                                                                                             "public_training_pieces"}),
     "clip_grads returns the norm as a tensor": (
-        [(CLIP_RETURN, "    return [g * factor for g in grads], total")], {"5"}, {"clip_global_norm"}),
+        [(CLIP_RETURN, "    return [g * factor for g in grads], total")], {"5"}, {"clip_global_norm",
+                                                                                  "public_training_pieces"}),
     "get_batch makes a new generator from a Generator's seed each call": (
         [("    if isinstance(generator, int):\n        generator = torch.Generator().manual_seed(generator)\n",
           "    if isinstance(generator, int):\n        generator = torch.Generator().manual_seed(generator)\n"
           "    else:\n        generator = torch.Generator().manual_seed(generator.initial_seed())\n")], {"5"},
         {"get_batch_crops"}),
     "AdamW.step ignores the lr it is given": (
-        [(ADAMW_LR, "        lr = self.lr\n")], {"5"}, {"adamw_class"}),
+        [(ADAMW_LR, "        lr = self.lr\n")], {"5"}, {"adamw_class", "public_training_pieces"}),
     "AdamW.step keeps a given lr for later steps": (
-        [(ADAMW_LR, "        if lr is not None:\n            self.lr = lr\n        lr = self.lr\n")], {"5"}, {"adamw_class"}),
+        [(ADAMW_LR, "        if lr is not None:\n            self.lr = lr\n        lr = self.lr\n")], {"5"}, {"adamw_class",
+                                                                                                              "public_training_pieces"}),
     "AdamW counts its step once per parameter": (
         [("        self.t += 1\n        lr = self.lr", "        lr = self.lr"),
-         (ADAMW_SKIP + "            new,", ADAMW_SKIP + "            self.t += 1\n            new,")], {"5"}, {"adamw_class"}),
+         (ADAMW_SKIP + "            new,", ADAMW_SKIP + "            self.t += 1\n            new,")], {"5"}, {"adamw_class",
+                                                                                                               "public_training_pieces"}),
     "AdamW does not pass eps and weight_decay on": (
         [("self.t, lr, self.betas,\n                                                   self.eps, self.weight_decay)",
-          "self.t, lr, self.betas)")], {"5"}, {"adamw_class"}),
+          "self.t, lr, self.betas)")], {"5"}, {"adamw_class", "public_training_pieces"}),
     "AdamW replaces the list entry instead of the parameter": (
-        [("            p.copy_(new)", "            self.params[i] = new")], {"5"}, {"adamw_class"}),
+        [("            p.copy_(new)", "            self.params[i] = new")], {"5"}, {"adamw_class",
+                                                                                    "public_training_pieces"}),
     "AdamW decays parameters without a gradient": (
         [(ADAMW_SKIP + "            new, self.m[i], self.v[i] = adamw_step(p, p.grad,",
           "            grad = p.grad if p.grad is not None else torch.zeros_like(p)\n"
-          "            new, self.m[i], self.v[i] = adamw_step(p, grad,")], {"5"}, {"adamw_class"}),
+          "            new, self.m[i], self.v[i] = adamw_step(p, grad,")], {"5"}, {"adamw_class",
+                                                                                   "public_training_pieces"}),
     "AdamW with one state for all parameters": (
         [("        self.m = [torch.zeros_like(p) for p in self.params]\n        self.v = [torch.zeros_like(p) for p in self.params]\n",
           "        self.m = [0.0] * len(self.params)\n        self.v = [0.0] * len(self.params)\n"),
          ("            new, self.m[i], self.v[i] = adamw_step(p, p.grad, self.m[i], self.v[i],",
           "            new, m, v = adamw_step(p, p.grad, self.m[0], self.v[0],"),
          ("            p.copy_(new)", "            p.copy_(new)\n            self.m = [m] * len(self.params)\n"
-                                    "            self.v = [v] * len(self.params)")], {"5"}, {"adamw_class"}),
+                                    "            self.v = [v] * len(self.params)")], {"5"}, {"adamw_class",
+                                                                                             "public_training_pieces"}),
     "temperature applied after the softmax": (
         [(SAMPLE_PROBS, "            probs = torch.softmax(filter_logits(logits, 1.0, top_k, top_p), dim=-1) / temperature")],
-        {"7"}, {"generate_sampling"}),
+        {"7"}, {"generate_sampling", "public_generation"}),
     "top-k and top-p not passed on when sampling": (
         [(SAMPLE_PROBS, "            probs = torch.softmax(filter_logits(logits, temperature), dim=-1)")], {"7"},
-        {"generate_sampling"}),
+        {"generate_sampling", "public_generation"}),
     "sampling generator re-created at every step": (
         [("            nxt = torch.multinomial(probs, 1, generator=generator)",
           "            nxt = torch.multinomial(probs, 1, generator=torch.Generator(device=idx.device).manual_seed(seed))")],
@@ -214,17 +231,79 @@ BUGS = {
         [('        logits = logits.masked_fill(logits < kth, float("-inf"))',
           "        idx_k = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).indices\n"
           "        keep = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, idx_k, True)\n"
-          '        logits = logits.masked_fill(~keep, float("-inf"))')], {"7"}, {"filter_boundaries"}),
+          '        logits = logits.masked_fill(~keep, float("-inf"))')], {"7"}, {"filter_boundaries",
+                                                                                 "public_generation"}),
     "top-p on the probabilities from before top-k": (
         [("    logits = logits / temperature\n    if top_k is not None:",
           "    logits = logits / temperature\n    probs = torch.softmax(logits, dim=-1)\n    if top_k is not None:"),
          ("    if top_p is not None:\n        probs = torch.softmax(logits, dim=-1)\n", "    if top_p is not None:\n")],
-        {"7"}, {"filter_boundaries"}),
+        {"7"}, {"filter_boundaries", "public_generation"}),
     "filter_logits divides the caller's logits in place": (
-        [("    logits = logits / temperature\n", "    logits /= temperature\n")], {"7"}, {"filter_boundaries"}),
+        [("    logits = logits / temperature\n", "    logits /= temperature\n")], {"7"}, {"filter_boundaries",
+                                                                                          "public_generation"}),
     "cached generation feeds the whole sequence every step": (
         [("            logits, cache = model(new, cache)", "            logits, cache = model(idx, cache)")], {"7"},
-        {"generate_greedy", "generate_sampling"}),
+        {"generate_greedy", "generate_sampling", "public_generation"}),
+    # ---- a third hunt: extreme values, devices, the edges the docstrings fix ----
+    "LayerNorm variance as E[x^2] - E[x]^2": (
+        [("        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1), biased",
+          "        var = (x * x).mean(dim=-1, keepdim=True) - mean ** 2")], {"1"}, {"public_norms", "norm_extremes"}),
+    "RMSNorm upcast to float32 and back (LLaMA style)": (
+        [(RMS_RETURN, "        h = x.float()\n        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)\n"
+                      "        return h.type_as(x) * self.weight")], {"1"},
+        {"public_norms", "rmsnorm_builtin", "norm_extremes", "norm_gradients"}),
+    "MLP written for (B, T, d) input": (
+        [("        return self.proj(F.gelu(self.fc(x)))",
+          "        B, T, d = x.shape\n        return self.proj(F.gelu(self.fc(x.reshape(B * T, d)))).reshape(B, T, d)")],
+        {"2"}, {"mlp_formula"}),
+    "RMSNorm written for 3-D input": (
+        [(RMS_RETURN, RMS_RETURN.replace("dim=-1", "dim=2"))], {"1"}, {"public_norms", "rmsnorm_builtin"}),
+    "attention softmax by hand": (
+        [(ATTN_SOFTMAX, "        weights = torch.exp(scores)\n"
+                        "        out = (weights / weights.sum(dim=-1, keepdim=True)) @ v  # (B, h, T, d_head)")], {"3"},
+        {"public_block", "attention_extremes"}),
+    "causal mask made without device=": (
+        [("            i = torch.arange(T, device=x.device)[:, None] + (T_k - T)\n"
+          "            j = torch.arange(T_k, device=x.device)[None, :]\n",
+          "            i = torch.arange(T)[:, None] + (T_k - T)\n            j = torch.arange(T_k)[None, :]\n")], {"3"},
+        {"attention_gradients", "block_gradients"}),
+    "RoPE frequencies made without device=": (
+        [(ROPE_THETA, ROPE_THETA.replace("device=x.device, ", ""))], {"3"}, {"rope_formula", "attention_gradients"}),
+    "RoPE angles in float32 (one bug, one question: Q4 and Q7 grade on the student's own RoPE)": (
+        [(ROPE_THETA + "  # (d/2,)\n    angle = positions.to(x.dtype)[:, None] * theta",
+          "    theta = base ** (-torch.arange(0, d, 2, device=x.device).float() / d)  # (d/2,)\n"
+          "    angle = positions.float()[:, None] * theta")], {"3", "4", "7"},
+        {"public_block", "rope_formula", "attention_self", "block_builtin"}),
+    "apply_rope written for 4-D x": (
+        [("    even, odd = x[..., 0::2], x[..., 1::2]", "    even, odd = x[:, :, :, 0::2], x[:, :, :, 1::2]")], {"3"},
+        {"rope_formula"}),
+    "learned positions made without device=": (
+        [("self.pos_emb(torch.arange(past, past + idx.shape[1], device=idx.device))",
+          "self.pos_emb(torch.arange(past, past + idx.shape[1]))")], {"4"}, {"lm_edges"}),
+    "AdamW.step with lr or self.lr (step(lr=0.0) trains at the default rate)": (
+        [(ADAMW_LR, "        lr = lr or self.lr\n")], {"5"}, {"public_training_pieces", "adamw_class"}),
+    "get_batch from Python lists (batches off the data's device)": (
+        [("    x = torch.stack([data[s:s + block_size] for s in starts.tolist()])\n"
+          "    y = torch.stack([data[s + 1:s + block_size + 1] for s in starts.tolist()])\n",
+          "    x = torch.tensor([data[s:s + block_size].tolist() for s in starts.tolist()])\n"
+          "    y = torch.tensor([data[s + 1:s + block_size + 1].tolist() for s in starts.tolist()])\n")], {"5"},
+        {"get_batch_crops"}),
+    "lr_at divides by warmup_steps before testing it (warmup_steps=0)": (
+        [("    if step < warmup_steps:\n        return max_lr * (step + 1) / warmup_steps\n",
+          "    warm = max_lr * (step + 1) / warmup_steps\n    if step < warmup_steps:\n        return warm\n")], {"5"},
+        {"schedule_edges"}),
+    "filter_logits top-p by a hand softmax": (
+        [("        probs = torch.softmax(logits, dim=-1)\n        above",
+          "        probs = torch.exp(logits) / torch.exp(logits).sum(dim=-1, keepdim=True)\n        above")], {"7"},
+        {"public_generation", "filter_boundaries"}),
+    "filter_logits masks with a tensor made without device=": (
+        [('        logits = logits.masked_fill(logits < kth, float("-inf"))',
+          '        logits = torch.where(logits < kth, torch.full(logits.shape, float("-inf"), dtype=logits.dtype), logits)')],
+        {"7"}, {"filter_boundaries"}),
+    "generate normalises exp(logits / T) by hand": (
+        [(SAMPLE_PROBS, "            weights = torch.exp(filter_logits(logits, temperature, top_k, top_p))\n"
+                        "            probs = weights / weights.sum(dim=-1, keepdim=True)")], {"7"},
+        {"public_generation", "generate_sampling"}),
 }
 
 CORRECT = {
@@ -252,10 +331,10 @@ CORRECT = {
           "    denom = v.sqrt() / math.sqrt(bc2) + eps\n"
           "    param = param * (1 - lr * weight_decay)\n"
           "    param = param - (lr / bc1) * m / denom\n")], {"5"}),
-    "get_batch by index arithmetic": (
+    "get_batch by index arithmetic": (  # the starts moved first: a CPU index plus a GPU arange would not add
         [("    x = torch.stack([data[s:s + block_size] for s in starts.tolist()])\n"
           "    y = torch.stack([data[s + 1:s + block_size + 1] for s in starts.tolist()])\n",
-          "    offsets = starts[:, None] + torch.arange(block_size, device=data.device)\n"
+          "    offsets = starts.to(data.device)[:, None] + torch.arange(block_size, device=data.device)\n"
           "    x, y = data[offsets], data[offsets + 1]\n")], {"5"}),
     "top-p by sorting, top-k by a threshold": (
         [("        probs = torch.softmax(logits, dim=-1)\n"
@@ -287,9 +366,20 @@ CORRECT = {
           "                                                   self.eps, self.weight_decay)\n            p.copy_(new)",
           "        self.steps += 1\n        for i, p in enumerate(self.params):\n            if p.grad is None:\n"
           "                continue\n            m, v = self.state[i]\n"
-          "            new, m, v = adamw_step(p.detach(), p.grad, m, v, self.steps, lr or self.lr, betas=self.betas,\n"
+          "            new, m, v = adamw_step(p.detach(), p.grad, m, v, self.steps, self.lr if lr is None else lr,\n"
+          "                                   betas=self.betas,\n"
           "                                   eps=self.eps, weight_decay=self.weight_decay)\n"
           "            self.state[i] = (m, v)\n            p.data = new")], {"5"}),
+    "attention with a hand softmax that subtracts each row's maximum": (
+        [(ATTN_SOFTMAX, "        scores = scores - scores.amax(dim=-1, keepdim=True)\n        weights = scores.exp()\n"
+                        "        out = (weights / weights.sum(dim=-1, keepdim=True)) @ v  # (B, h, T, d_head)")], {"3",
+                                                                                                                   "7"}),
+    "LayerNorm's mean accumulated in float64 and cast back": (
+        [("        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)\n",
+          "        mean = x.double().mean(dim=-1, keepdim=True).to(x.dtype)  # (..., 1)\n")], {"1"}),
+    "sampling from log_softmax(...).exp()": (
+        [(SAMPLE_PROBS, "            probs = torch.log_softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1).exp()")],
+        {"7"}),
     "clip_grads by vector norms in the gradients' dtype": (
         [("    total = torch.sqrt(sum((g.double() ** 2).sum() for g in grads))\n",
           "    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))\n")], {"5"}),
@@ -302,12 +392,11 @@ SEQ2SEQ_BUGS = {
     "cross-attention made causal": (
         [("        x = x + self.cross_attn(self.norm2(x), context=memory)",
           "        x = x + self.cross_attn(self.norm2(x), context=memory, causal=True)")],
-        {"public_seq2seq", "decoder_block_builtin", "seq2seq_builtin", "seq2seq_gradients", "greedy_decode_matches",
-         "seq2seq_train_steps", "seq2seq_train_seeded"}),  # a query row may see no key: NaN
+        {"decoder_block_builtin", "greedy_decode_matches", "public_seq2seq", "public_seq2seq_train", "seq2seq_builtin", "seq2seq_gradients", "seq2seq_train_seeded", "seq2seq_train_steps"}),  # a query row may see no key: NaN
     "greedy_decode feeds only the last token": (
         [("        nxt = model.decode(out, memory)[:, -1].argmax(dim=-1, keepdim=True)",
           "        nxt = model.decode(out[:, -1:], memory)[:, -1].argmax(dim=-1, keepdim=True)")],
-        {"greedy_decode_matches"}),
+        {"greedy_decode_matches", "public_seq2seq"}),
 }
 
 SEQ2SEQ_CORRECT = {
@@ -359,6 +448,13 @@ TOGETHER = [
      "param_count counts LayerNorm biases when bias=False"),
     ("top-k drops ties at the k-th value", "clip_grads returns the norm as a tensor", "param_count returns a float"),
     ("top-p on the probabilities from before top-k", "get_batch makes a new generator from a Generator's seed each call"),
+    # the third hunt: RMSNorm is used by no later question; a LayerNorm bug goes only beside Q5
+    ("LayerNorm variance as E[x^2] - E[x]^2", "AdamW.step with lr or self.lr (step(lr=0.0) trains at the default rate)",
+     "MLP written for (B, T, d) input"),
+    ("RMSNorm upcast to float32 and back (LLaMA style)", "attention softmax by hand",
+     "get_batch from Python lists (batches off the data's device)"),
+    ("RMSNorm written for 3-D input", "causal mask made without device=",
+     "lr_at divides by warmup_steps before testing it (warmup_steps=0)"),
 ]
 GROUPS = TOGETHER + [(name,) for name in sorted(BUGS) if not any(name in group for group in TOGETHER)]
 
@@ -405,11 +501,11 @@ LM_UPDATE = ("        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]
 TRAINING_BUGS = {
     "a constant learning rate (no warmup or cosine)": (
         [("        optimizer.step(lr)\n        losses.append", "        optimizer.step()\n        losses.append")],
-        {"train_exact_steps"}),
+        {"public_train_one_step", "train_exact_steps"}),
     "no gradient clipping": (
         [('        clipped, _ = clip_grads([p.grad for p in params], s["grad_clip"])\n'
           "        for p, g in zip(params, clipped):\n            p.grad = g\n        optimizer.step(lr)\n        losses",
-          "        optimizer.step(lr)\n        losses")], {"train_exact_steps"}),
+          "        optimizer.step(lr)\n        losses")], {"public_train_one_step", "train_exact_steps"}),
     "AdamW created anew at every step": (
         [("        optimizer.zero_grad()\n        loss.backward()\n        clipped, _ = clip_grads([p.grad for p in params], "
           's["grad_clip"])\n        for p, g in zip(params, clipped):\n            p.grad = g\n        optimizer.step(lr)\n'
@@ -418,57 +514,85 @@ TRAINING_BUGS = {
           "weight_decay=s[\"weight_decay\"])\n"
           "        optimizer.zero_grad()\n        loss.backward()\n        clipped, _ = clip_grads([p.grad for p in params], "
           's["grad_clip"])\n        for p, g in zip(params, clipped):\n            p.grad = g\n        optimizer.step(lr)\n'
-          "        losses")], {"train_exact_steps"}),
+          "        losses")], {"public_train_one_step", "train_exact_steps"}),
     "the model's seed not set": (
         [('    torch.manual_seed(s["seed"])\n    model = TransformerLM', "    model = TransformerLM")], {"train_seeded"}),
     "zero_grad between backward and step": (
         [(LM_UPDATE, LM_UPDATE.replace("        optimizer.zero_grad()\n", "").replace(
-            "        optimizer.step(lr)", "        optimizer.zero_grad()\n        optimizer.step(lr)"))], {"train_exact_steps"}),
+            "        optimizer.step(lr)", "        optimizer.zero_grad()\n        optimizer.step(lr)"))], {"public_train_one_step",
+                                                                                                           "train_exact_steps"}),
     "no zero_grad (gradients pile up)": (
-        [(LM_UPDATE, LM_UPDATE.replace("        optimizer.zero_grad()\n", ""))], {"train_exact_steps"}),
+        [(LM_UPDATE, LM_UPDATE.replace("        optimizer.zero_grad()\n", ""))], {"public_train_one_step",
+                                                                                  "train_exact_steps"}),
     "clipped gradients computed but never used": (
         [(LM_UPDATE, LM_UPDATE.replace("        clipped, _ = clip_grads(", "        clip_grads(").replace(
-            "        for p, g in zip(params, clipped):\n            p.grad = g\n", ""))], {"train_exact_steps"}),
+            "        for p, g in zip(params, clipped):\n            p.grad = g\n", ""))], {"public_train_one_step",
+                                                                                           "train_exact_steps"}),
     "the schedule one step ahead": (
         [('        lr = lr_at(step, s["max_lr"], s["warmup_steps"], s["steps"], s["min_lr"])\n        x, y = get_batch(',
           '        lr = lr_at(step + 1, s["max_lr"], s["warmup_steps"], s["steps"], s["min_lr"])\n        x, y = get_batch(')],
-        {"train_exact_steps"}),
+        {"public_train_one_step", "train_exact_steps"}),
     "the batch generator re-made from the seed at every step": (  # only the varied stream shows it
         [('        x, y = get_batch(train_ids, s["batch_size"], s["block_size"], generator)',
-          '        x, y = get_batch(train_ids, s["batch_size"], s["block_size"], s["seed"])')], {"train_exact_steps"}),
+          '        x, y = get_batch(train_ids, s["batch_size"], s["block_size"], s["seed"])')], {"public_train_one_step",
+                                                                                                 "train_exact_steps"}),
     "init_state ignored": (
-        [("    if init_state is not None:\n        model.load_state_dict(init_state)\n", "")], {"train_exact_steps"}),
+        [("    if init_state is not None:\n        model.load_state_dict(init_state)\n", "")], {"public_train_one_step",
+                                                                                                "train_exact_steps"}),
     "losses kept as tensors": (
-        [("        losses.append(loss.item())", "        losses.append(loss)")], {"train_exact_steps"}),
+        [("        losses.append(loss.item())", "        losses.append(loss)")], {"public_train_one_step",
+                                                                                  "train_exact_steps"}),
     "the loss summed over the batch": (
-        [(LM_UPDATE, LM_UPDATE.replace("y.reshape(-1))", 'y.reshape(-1), reduction="sum")'))], {"train_exact_steps"}),
+        [(LM_UPDATE, LM_UPDATE.replace("y.reshape(-1))", 'y.reshape(-1), reduction="sum")'))], {"public_train_one_step",
+                                                                                                "train_exact_steps"}),
 }
+
+TRAINING_BUGS["the loss as -log(softmax) in two steps (inf for a confident wrong guess)"] = (
+    [(LM_UPDATE, LM_UPDATE.replace(
+        "        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))\n",
+        "        probs = torch.softmax(logits, dim=-1)\n        loss = -torch.log(probs.gather(-1, y[..., None])).mean()\n"))],
+    {"public_train_one_step", "train_exact_steps"})
 
 # train_seq2seq's bugs, against Q8's exact-step and seeding checks in this process (the sorting run is slow).
 S2S_UPDATE = LM_UPDATE.replace("        losses", "    return")
 SEQ2SEQ_TRAINING_BUGS = {
     "train_seq2seq with a constant learning rate": (
-        [(S2S_UPDATE, S2S_UPDATE.replace("optimizer.step(lr)", "optimizer.step()"))], {"seq2seq_train_steps"}),
+        [(S2S_UPDATE, S2S_UPDATE.replace("optimizer.step(lr)", "optimizer.step()"))], {"public_seq2seq_train",
+                                                                                       "seq2seq_train_steps"}),
     "train_seq2seq without clipping": (
         [(S2S_UPDATE, S2S_UPDATE.replace('        clipped, _ = clip_grads([p.grad for p in params], s["grad_clip"])\n'
                                          "        for p, g in zip(params, clipped):\n            p.grad = g\n", ""))],
-        {"seq2seq_train_steps"}),
+        {"public_seq2seq_train", "seq2seq_train_steps"}),
     "train_seq2seq without the seed": (
         [('    torch.manual_seed(s["seed"])\n    model = Seq2Seq', "    model = Seq2Seq")],
-        {"seq2seq_train_steps", "seq2seq_train_seeded"}),
+        {"seq2seq_train_seeded", "seq2seq_train_steps"}),
     "train_seq2seq drawing rows without the generator": (
         [('        rows = torch.randint(0, src.shape[0], (s["batch_size"],), generator=generator)',
-          '        rows = torch.randint(0, src.shape[0], (s["batch_size"],))')], {"seq2seq_train_steps"}),
+          '        rows = torch.randint(0, src.shape[0], (s["batch_size"],))')], {"public_seq2seq_train",
+                                                                                  "seq2seq_train_steps"}),
     "train_seq2seq without the weight decay": (
         [('eps=s["eps"], weight_decay=s["weight_decay"])\n    generator = torch.Generator().manual_seed(s["seed"])\n    bos',
-          'eps=s["eps"])\n    generator = torch.Generator().manual_seed(s["seed"])\n    bos')], {"seq2seq_train_steps"}),
+          'eps=s["eps"])\n    generator = torch.Generator().manual_seed(s["seed"])\n    bos')], {"public_seq2seq_train",
+                                                                                                 "seq2seq_train_steps"}),
+    "train_seq2seq with the loss as -log(softmax) in two steps": (
+        [(S2S_UPDATE, S2S_UPDATE.replace(
+            "        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))\n",
+            "        probs = torch.softmax(logits, dim=-1)\n"
+            "        loss = -torch.log(probs.gather(-1, y[..., None])).mean()\n"))],
+        {"public_seq2seq_train", "seq2seq_train_steps"}),
     "train_seq2seq scoring position t against target t + 1": (
         [(S2S_UPDATE, S2S_UPDATE.replace("logits.reshape(-1, logits.shape[-1]), y.reshape(-1)",
                                          "logits[:, :-1].reshape(-1, logits.shape[-1]), y[:, 1:].reshape(-1)"))],
-        {"seq2seq_train_steps"}),
+        {"public_seq2seq_train", "seq2seq_train_steps"}),
 }
 # correct training loops written differently: every exact-step and seeding check passes
 TRAINING_CORRECT = {
+    "train_lm with the loss in float64 by nll_loss of log_softmax, the model moved by .to(device=...)": [
+        (LM_UPDATE, LM_UPDATE.replace(
+            "        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))\n",
+            "        logp = F.log_softmax(logits.double(), dim=-1)\n"
+            "        loss = F.nll_loss(logp.flatten(0, 1), y.flatten()).float()\n")),
+        ("    model = TransformerLM(**config).to(train_ids.device)", "    model = TransformerLM(**config).to(device=train_ids.device)")],
     "train_lm with zero_grad first, a log-softmax loss and AdamW over model.parameters()": [
         (LM_UPDATE, LM_UPDATE.replace("        optimizer.zero_grad()\n", "").replace(
             "        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))\n",
@@ -479,8 +603,8 @@ TRAINING_CORRECT = {
          '    optimizer = AdamW(model.parameters(), s["max_lr"], s["betas"], s["eps"], s["weight_decay"])\n'
          "    generator = torch.Generator().manual_seed(s[\"seed\"])\n    losses = []")],
 }
-TRAINING_CHECKS = {"train_exact_steps", "train_seeded"}
-SEQ2SEQ_TRAINING_CHECKS = {"seq2seq_train_steps", "seq2seq_train_seeded"}
+TRAINING_CHECKS = {"public_train_one_step", "train_exact_steps", "train_seeded"}
+SEQ2SEQ_TRAINING_CHECKS = {"public_seq2seq_train", "seq2seq_train_steps", "seq2seq_train_seeded"}
 
 
 def run_in_process(text: str, names: set) -> set:

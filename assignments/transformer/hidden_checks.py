@@ -19,6 +19,7 @@ enough of the trace of its start that the reference's own run keeps (`assert_des
 """
 import importlib.util
 import math
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -38,7 +39,7 @@ from autograder.errors import CheckFailed
 from autograder.perplexity import assert_perplexity
 from autograder.remote import StudentError
 from autograder.torch_checks import (assert_device_agnostic, assert_global_generator_untouched, assert_param_grads,
-                                     gradcheck)
+                                     gradcheck, load_weights)
 
 try:
     from autograder.purity import call_pure, call_twice
@@ -56,6 +57,8 @@ attention_shapes, block_shapes, fill, linear_shapes = (_public.attention_shapes,
                                                        _public.linear_shapes)
 lm_shapes, make_module, mlp_shapes, norm_shapes = _public.lm_shapes, _public.make_module, _public.mlp_shapes, _public.norm_shapes
 seq2seq_shapes, ref_module = _public.seq2seq_shapes, _public.ref_module
+confident, training_pieces_first, assert_losses = _public.confident, _public.training_pieces_first, _public.assert_losses
+LOSS_HINT = _public.LOSS_HINT
 
 F32, F64 = torch.float32, torch.float64
 DTYPES = (F32, F64)
@@ -85,15 +88,47 @@ def close(got, expected, what, dtype, tol=LAYER_TOL):
     if got.dtype != dtype:
         raise CheckFailed(f"{what}: {name_of(dtype)} inputs and weights gave a {name_of(got.dtype)} output; keep the "
                           "inputs' dtype (no hard-coded dtype=...)")
-    assert_close(got, expected, what, rtol=rtol, atol=atol)
+    try:
+        assert_close(got, expected, what, rtol=rtol, atol=atol)
+    except CheckFailed as exc:
+        raise CheckFailed(f"{exc}{float32_sized(got, expected, dtype)}") from None
+
+
+def float32_sized(got, expected, dtype) -> str:
+    """For a float64 comparison that failed: a sentence naming float32 when the error has float32's size.
+
+    Why: a module that casts to float32 inside (a `.float()`, a table made without dtype=) returns
+    float64 that is right to 1e-7 only; saying so beats sending the student after a wrong formula.
+    """
+    if dtype != F64 or not isinstance(expected, torch.Tensor):
+        return ""
+    got64, expected64 = got.detach().double().cpu(), expected.detach().double().cpu()
+    if got64.shape != expected64.shape or not bool(torch.isfinite(got64).all()):
+        return ""
+    error = float((got64 - expected64).abs().max()) / max(float(expected64.abs().max()), 1e-300)
+    if not 1e-10 < error < 1e-5:
+        return ""
+    return (f" The error ({error:.1e} of the largest value) has the size of float32 rounding: something runs in "
+            "float32 inside (a .float(), torch.float32, a table made without dtype=x.dtype). Float64 in, float64 "
+            "out, computed in float64 throughout: never cast to float32 inside a module.")
+
+
+def assert_float64_exact(got, expected, what) -> None:
+    """A float64 result equal to a float64 truth to 1e-10: any float32 step inside shows (it costs 1e-7)."""
+    if not isinstance(got, torch.Tensor) or got.dtype != F64:
+        close(got, expected, what, F64)
+    try:
+        assert_close(got, expected, what, rtol=1e-10, atol=1e-12)
+    except CheckFailed as exc:
+        raise CheckFailed(f"{exc}{float32_sized(got, expected, F64) or ' (float64 precision expected)'}") from None
 
 
 def as64(state: dict) -> dict:
     return {k: v.double() for k, v in state.items()}
 
 
-def note_device(t, call, args, what):
-    note = assert_device_agnostic(call, args, what)
+def note_device(t, call, args, what, **kwargs):
+    note = assert_device_agnostic(call, args, what, **kwargs)
     if note:
         t.note(note)
 
@@ -107,8 +142,13 @@ def t_linear(x, s, p):
     return F.linear(x, s[j(p, "weight")], s.get(j(p, "bias")))
 
 
+_ROPE_TABLES: list = []  # while grading a later question: the student's own RoPE (see students_rope)
+
+
 def t_rope(x, positions, base=10000.0):
     """RoPE by complex multiplication: pair (2k, 2k+1) is the complex number x_2k + i x_2k+1."""
+    if _ROPE_TABLES:
+        return _ROPE_TABLES[-1](x, positions, base)
     d = x.shape[-1]
     theta = base ** (-torch.arange(0, d, 2, dtype=F64) / d)
     angle = positions.to(F64)[:, None] * theta  # (T, d/2)
@@ -198,6 +238,69 @@ def describe(cfg: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in cfg.items())
 
 
+@contextmanager
+def students_rope(t):
+    """Inside: the grader's RoPE (t_rope, and the reference's apply_rope) is the student's own `apply_rope`.
+
+    Why: one bug, one question. RoPE's formula is graded in Q3; Q4 and Q7 grade the LM's wiring and the
+    cache's positions, which the student's RoPE must not decide (a float32 angle table would otherwise
+    cost every RoPE case of Q4 and Q7). RoPE is linear, so the student's rotations are read off once per
+    (d_head, base) by rotating unit vectors at positions 0..15, and applied here to any input. If the
+    student's apply_rope gives no such table, the grader's own stays.
+    """
+    tables = {}
+
+    def table(d, base):
+        if (d, base) not in tables:
+            eye = torch.eye(d, dtype=F64)[:, None, :].expand(d, 16, d).contiguous()  # eye[i, p] = e_i
+            got = t.student.apply_rope(eye, torch.arange(16), base)
+            ok = isinstance(got, torch.Tensor) and tuple(got.shape) == (d, 16, d) and bool(torch.isfinite(got).all())
+            tables[(d, base)] = got.detach().double().permute(1, 2, 0) if ok else None  # (P, d_out, d_in)
+        return tables[(d, base)]
+
+    def rope(x, positions, base=10000.0):
+        rotations = table(x.shape[-1], float(base))
+        if rotations is None or int(positions.max()) >= 16:
+            return exact_rope(x, positions, base)
+        return torch.einsum("tji,...ti->...tj", rotations[positions.cpu()].to(x.dtype), x)
+
+    try:
+        usable = table(4, 10000.0) is not None
+    except StudentError:
+        usable = False
+    if not usable:  # the grader's own RoPE stays; the checks then fail where the student's RoPE is used
+        yield
+        return
+    saved = t.ref.apply_rope
+    _ROPE_TABLES.append(lambda x, positions, base: rope(x.double(), positions, base))
+    t.ref.apply_rope = rope
+    try:
+        yield
+    finally:
+        t.ref.apply_rope = saved
+        _ROPE_TABLES.pop()
+
+
+def on_students_rope(fn):
+    """Run a check of Q4 or Q7 with the student's own RoPE as the grader's (see students_rope)."""
+    import functools
+
+    @functools.wraps(fn)
+    def run(t):
+        with students_rope(t):
+            return fn(t)
+    return run
+
+
+def exact_rope(x, positions, base=10000.0):
+    """t_rope without the override, in x's dtype."""
+    d = x.shape[-1]
+    theta = base ** (-torch.arange(0, d, 2, dtype=F64) / d)
+    angle = positions.cpu().to(F64)[:, None] * theta
+    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], d // 2, 2).contiguous())
+    return torch.view_as_real(z * torch.polar(torch.ones_like(angle), angle)).flatten(-2).to(x.dtype)
+
+
 # ---- Q1 ---------------------------------------------------------------------------------------
 def norm_state(t, d, bias=True):
     return {k.lstrip("."): v for k, v in fill(t.rng, norm_shapes("", d, bias)).items()}
@@ -209,7 +312,7 @@ def norm_state(t, d, bias=True):
             "eps inside the square root.")
 def layernorm_builtin(t):
     for shape, eps, bias in (((3, 5, 7), 1e-5, True), ((2, 4, 6, 9), 1e-3, True), ((4, 1, 5), 1e-5, False),
-                             ((1, 3, 8), 0.5, True)):
+                             ((1, 3, 8), 0.5, True), ((6, 9), 1e-5, True)):  # 4-D and 2-D: any (..., d)
         d = shape[-1]
         state = norm_state(t, d, bias)
         truth = torch.nn.LayerNorm(d, eps=eps, bias=bias, dtype=F64)
@@ -221,10 +324,11 @@ def layernorm_builtin(t):
             close(module(x), truth(x.double()).detach(), what, dtype)
 
 
-@check(1, 1.5, "RMSNorm against nn.RMSNorm with the same weights (default and other eps, float32/64)",
-       uses=("RMSNorm",), hint="divide by sqrt(mean(x**2) + eps) over the last dimension; no centering, no bias.")
+@check(1, 1.5, "RMSNorm against nn.RMSNorm with the same weights (default and other eps, float32/64, 2-D to 4-D)",
+       uses=("RMSNorm",), hint="divide by sqrt(mean(x**2) + eps) over the last dimension (dim=-1, whatever the "
+                               "number of dimensions); no centering, no bias.")
 def rmsnorm_builtin(t):
-    for shape, eps in (((3, 5, 7), None), ((2, 4, 10), 1e-2), ((1, 1, 6), 0.3)):
+    for shape, eps in (((3, 5, 7), None), ((2, 4, 10), 1e-2), ((1, 1, 6), 0.3), ((4, 6), None), ((2, 3, 2, 5), 1e-3)):
         d = shape[-1]
         state = norm_state(t, d, False)
         truth = torch.nn.RMSNorm(d, eps=1e-6 if eps is None else eps, dtype=F64)
@@ -237,12 +341,55 @@ def rmsnorm_builtin(t):
             close(module(x), truth(x.double()).detach(), what, dtype)
 
 
-@check(1, 1, "LayerNorm and RMSNorm: gradients (float64) and inputs left unchanged", uses=("LayerNorm", "RMSNorm"))
+NORM_TRUTH = {"LayerNorm": lambda d, eps: torch.nn.LayerNorm(d, eps=eps, dtype=F64),
+              "RMSNorm": lambda d, eps: torch.nn.RMSNorm(d, eps=eps, dtype=F64)}
+
+
+@check(1, 1.5, "LayerNorm and RMSNorm at extreme scales: inputs far from 0 (1000 + noise in float32, 1e6 + noise "
+               "in float64), tiny and huge inputs, against a float64 truth", uses=("LayerNorm", "RMSNorm"),
+       hint="compute the mean first, then the variance as the mean of (x - mean)**2: E[x**2] - E[x]**2 subtracts two "
+            "numbers near 1e6 that agree in all but the last digits float32 keeps (catastrophic cancellation).")
+def norm_extremes(t):
+    d = 33
+    cases = (("x = 1000 + N(0, 1)", F32, 1000.0, 1.0, (1e-3, 1e-3)),  # float32's own limit here: 1e-4
+             ("x = 1e6 + N(0, 1)", F64, 1e6, 1.0, (1e-6, 1e-6)),
+             ("x = 1e-3 * N(0, 1)", F32, 0.0, 1e-3, (1e-4, 1e-4)),
+             ("x = 1e15 * N(0, 1)", F64, 0.0, 1e15, (1e-9, 1e-9)))
+    for name, bias in (("LayerNorm", True), ("RMSNorm", False)):
+        state = norm_state(t, d, bias)
+        eps = 1e-5 if name == "LayerNorm" else 1e-6
+        truth = NORM_TRUTH[name](d, eps)
+        truth.load_state_dict(as64(state))
+        for label, dtype, offset, scale, (rtol, atol) in cases:
+            x = (randn(t, 3, 4, d) * scale + offset).to(dtype)
+            what = f"{name}({d})(x (3, 4, {d}), {label}, {name_of(dtype)})"
+            got = make_module(t, name, (d,), {}, state, dtype)(x)
+            expected = truth(x.double()).detach()
+            if not isinstance(got, torch.Tensor) or got.dtype != dtype:
+                close(got, expected, what, dtype)  # says what is wrong with the type
+            try:
+                assert_close(got, expected, what, rtol=rtol, atol=atol)
+            except CheckFailed as exc:
+                why = (" Far from 0, the variance as E[x**2] - E[x]**2 cancels catastrophically (two numbers near "
+                       f"{offset ** 2:.0e} that agree in every digit {name_of(dtype)} keeps); compute the mean, then "
+                       "the mean of (x - mean)**2." if offset and name == "LayerNorm" else
+                       " Keep the formula stable at any scale: x * rsqrt(mean(x**2) + eps) over the last dimension, "
+                       "in the input's dtype.")
+                raise CheckFailed(f"{exc}{float32_sized(got, expected, dtype) or why}") from None
+
+
+@check(1, 1, "LayerNorm and RMSNorm: float64 forward to float64 precision, gradients (float64), inputs left "
+             "unchanged", uses=("LayerNorm", "RMSNorm"))
 def norm_gradients(t):
     for name, bias in (("LayerNorm", True), ("RMSNorm", False)):
         state = norm_state(t, 6, bias)
         module = make_module(t, name, (6,), {}, state, F64)
         x = randn(t, 2, 3, 6) + 0.5
+        truth = NORM_TRUTH[name](6, 1e-5 if bias else 1e-6)
+        truth.load_state_dict(as64(state))
+        # before the gradients: a forward computed in float32 makes finite differences noisy, and gradcheck
+        # would then blame the backward pass
+        assert_float64_exact(module(x), truth(x).detach(), f"{name}(6)(x (2, 3, 6), float64)")
         gradcheck(module, [x], [0], f"{name}(6) on x (2, 3, 6)")
         assert_param_grads(module, ref_module(t.ref, name, (6,), {}, state), [x], f"{name}(6)", rng=t.rng)
         call_pure(module, x, what=f"{name}(6)(x)")
@@ -269,6 +416,10 @@ def mlp_formula(t):
             what = f"MLP({d}, {d_ff}, bias={bias})(x (3, 4, {d}), {name_of(dtype)})"
             module = make_module(t, "MLP", (d, d_ff), {"bias": bias}, state, dtype)
             close(module(x), t_mlp(x.double(), as64(state), "").detach(), what, dtype)
+        for shape in ((6, d), (2, 2, 3, d)):  # (..., d_model): 2-D and 4-D too
+            x = randn(t, *shape)
+            module = make_module(t, "MLP", (d, d_ff), {"bias": bias}, state, F64)
+            close(module(x), t_mlp(x, as64(state), "").detach(), f"MLP({d}, {d_ff}, bias={bias})(x {shape})", F64)
 
 
 @check(2, 1.5, "SwiGLU: down(SiLU(gate(x)) * up(x)), default without biases and with", uses=("SwiGLU",),
@@ -285,6 +436,10 @@ def swiglu_formula(t):
             xd = x.double()
             expected = t_linear(F.silu(t_linear(xd, s, "gate")) * t_linear(xd, s, "up"), s, "down")
             close(module(x), expected, what, dtype)
+        x = randn(t, 3, d)  # (..., d_model): 2-D too
+        expected = t_linear(F.silu(t_linear(x, s, "gate")) * t_linear(x, s, "up"), s, "down")
+        close(make_module(t, "SwiGLU", (d, d_ff), {"bias": True} if bias else {}, state, F64)(x), expected,
+              f"SwiGLU({d}, {d_ff})(x (3, {d}))", F64)
 
 
 @check(2, 1, "MLP and SwiGLU gradients (float64), inputs left unchanged, batch of one", uses=("MLP", "SwiGLU"))
@@ -296,6 +451,7 @@ def ffn_gradients(t):
         gradcheck(module, [x], [0], f"{name}(5, 7)")
         assert_param_grads(module, ref_module(t.ref, name, (5, 7), {}, state), [x], f"{name}(5, 7)", rng=t.rng)
         call_pure(module, x, what=f"{name}(5, 7)(x)")
+        note_device(t, module, [x], f"{name}(5, 7)(x)")
 
 
 # ---- Q3 ---------------------------------------------------------------------------------------
@@ -311,7 +467,12 @@ def rope_formula(t):
         close(call_pure(t.student.apply_rope, x, positions, what=what), t_rope(x, positions), what, F64)
     what = "apply_rope(x (2, 3, 6, 8), arange(6), base=100.0)"
     close(t.student.apply_rope(x, torch.arange(6), 100.0), t_rope(x, torch.arange(6), 100.0), what, F64)
+    for shape in ((6, 8), (2, 1, 3, 6, 4)):  # x is (..., T, d): any number of leading dimensions
+        y = randn(t, *shape)
+        what = f"apply_rope(x {shape}, arange(6))"
+        close(t.student.apply_rope(y, torch.arange(6)), t_rope(y, torch.arange(6)), what, F64)
     gradcheck(t.student.apply_rope, [x[0], torch.tensor([4, 1, 0, 9, 2, 3])], [0], "apply_rope(x, positions)")
+    note_device(t, t.student.apply_rope, [x.float(), torch.arange(6)], "apply_rope(x (2, 3, 6, 8), arange(6))")
 
 
 @check(3, 2, "MultiHeadAttention self-attention (causal or not, RoPE, bias=False) against SDPA, float32/64",
@@ -340,7 +501,24 @@ def attention_cross(t):
         close(module(x, context), t_attention(x.double(), as64(state), "", HEADS, context=context.double()), what, dtype)
 
 
-@check(3, 1, "MultiHeadAttention gradients w.r.t. x, context and every weight (float64)", uses=ATTN)
+@check(3, 1, "MultiHeadAttention with scores near +-1000 (float64): no overflow, against SDPA", uses=ATTN,
+       hint="torch.softmax subtracts each row's maximum before exp; exp(1000) by hand is inf, and inf / inf is NaN.")
+def attention_extremes(t):
+    for causal, rope in ((False, False), (True, False)):  # no RoPE: its formula is rope_formula's
+        state = plain_state(t, attention_shapes("", D))
+        x = randn(t, 2, 6, D, scale=40.0)  # scores q.k / sqrt(d_head) of size 1000: exp overflows even float64
+        what = (f"MultiHeadAttention({D}, {HEADS}, rope={rope})(x (2, 6, {D}) with entries of size 40, causal={causal}, "
+                "float64)")
+        module = make_module(t, "MultiHeadAttention", (D, HEADS), {"rope": rope}, state, F64)
+        got = module(x, None, causal)
+        if isinstance(got, torch.Tensor) and not bool(torch.isfinite(got).all()):
+            raise CheckFailed(f"{what}: the output has NaN or inf where the attention is finite: a softmax written "
+                              "as exp(scores) / sum overflows (exp(1000) is inf). Use torch.softmax, or subtract "
+                              "each row's maximum before exp.")
+        close(got, t_attention(x, as64(state), "", HEADS, causal, rope), what, F64)
+
+
+@check(3, 1, "MultiHeadAttention gradients w.r.t. x, context and every weight (float64), on any device", uses=ATTN)
 def attention_gradients(t):
     state = plain_state(t, attention_shapes("", D))
     module = make_module(t, "MultiHeadAttention", (D, HEADS), {}, state, F64)
@@ -348,6 +526,8 @@ def attention_gradients(t):
     gradcheck(module, [x, context], [0, 1], f"MultiHeadAttention({D}, {HEADS}) cross-attention")
     reference = ref_module(t.ref, "MultiHeadAttention", (D, HEADS), {}, state)
     assert_param_grads(module, reference, [x, None, True], f"MultiHeadAttention({D}, {HEADS}), causal", rng=t.rng)
+    rotary = make_module(t, "MultiHeadAttention", (D, HEADS), {"rope": True}, state, F64)
+    note_device(t, rotary, [x, None, True], f"MultiHeadAttention({D}, {HEADS}, rope=True)(x, causal=True)")
 
 
 BLOCK_CASES = (  # (kwargs, label)
@@ -412,6 +592,7 @@ def block_gradients(t):
         gradcheck(module, [x], [0], f"Block(6, 2, 10, post_norm={post_norm})")
         reference = ref_module(t.ref, "Block", (6, 2, 10), kwargs, {k: v for k, v in state.items()})
         assert_param_grads(module, reference, [x], f"Block(6, 2, 10, post_norm={post_norm})", rng=t.rng)
+        note_device(t, module, [x], f"Block(6, 2, 10, post_norm={post_norm})(x)")
 
 
 # ---- Q4 ---------------------------------------------------------------------------------------
@@ -427,6 +608,7 @@ LM_CASES = (
        uses=LM, needs=NORMS + FFN + ("Block", "MultiHeadAttention"),
        hint="tok_emb(idx) + pos_emb(arange(T)) (learned), blocks, norm_f, head; tie_weights=True makes "
             "head.weight the very tensor tok_emb.weight.")
+@on_students_rope
 def lm_builtin(t):
     for cfg in LM_CASES:
         state = lm_state(t, cfg)
@@ -440,6 +622,7 @@ def lm_builtin(t):
 
 @check(4, 1, "TransformerLM: edge lengths T = 1 and T = max_len, batch of one, input ids left unchanged",
        uses=LM, needs=NORMS + FFN + ("Block", "MultiHeadAttention"))
+@on_students_rope
 def lm_edges(t):
     for cfg in LM_CASES[:2]:
         state = lm_state(t, cfg)
@@ -474,6 +657,7 @@ def lm_causal(t):
        uses=LM, needs=NORMS + FFN + ("Block", "MultiHeadAttention"),
        hint="with tie_weights=True assign self.head.weight = self.tok_emb.weight (the same Parameter), so the "
             "embedding's gradient also gets the head's part.")
+@on_students_rope
 def lm_gradients(t):
     for cfg in (dict(vocab_size=9, d_model=6, n_layers=1, n_heads=2, d_ff=8, max_len=5),
                 dict(vocab_size=9, d_model=6, n_layers=1, n_heads=3, d_ff=5, max_len=5, positions="rope",
@@ -555,15 +739,16 @@ def adamw_vs_torch(t):
 
 
 ADAMW_KWARGS = dict(lr=0.03, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.2)
-ADAMW_LRS = (None, 0.05, 0.002, None)  # step(), step(0.05), step(lr=0.002), step() again: back to the lr given
+ADAMW_LRS = (None, 0.05, 0.002, 0.0, None)  # step(), step(0.05), step(lr=0.002), step(lr=0.0), step() again
 
 
-@check(5, 1.5, "AdamW class: four steps on four tensors equal torch.optim.AdamW (every keyword, step(lr), a "
+@check(5, 1.5, "AdamW class: five steps on four tensors equal torch.optim.AdamW (every keyword, step(lr), step(lr=0.0), a "
                "tensor without a gradient, state per tensor, the caller's tensors updated in place)",
        uses=("AdamW",), needs=("adamw_step",),
        hint="make m and v per parameter (zeros_like) and one step counter t that step() increases once per call; "
             "pass betas, eps and weight_decay on to adamw_step; step(lr) uses lr for that call only; skip "
-            "parameters whose .grad is None; write the new values into the parameter itself (p.copy_(new)).")
+            "parameters whose .grad is None; write the new values into the parameter itself (p.copy_(new)). lr=0.0 is a "
+            "learning rate (no move but the moments), not 'no lr given': test `lr is None`, never `lr or self.lr`.")
 def adamw_class(t):
     # two tensors of one shape (a state shared between them shows), one with 1e-7 gradients (eps shows),
     # and one that never gets a gradient (it must not move: no decay without a gradient)
@@ -607,8 +792,8 @@ def adamw_class(t):
        hint="warmup is max_lr * (step + 1) / warmup_steps for step < warmup_steps; cosine from warmup_steps to "
             "total_steps; min_lr from total_steps on.")
 def schedule_edges(t):
-    for max_lr, warmup, total, min_lr in ((1.0, 10, 110, 0.0), (3e-3, 4, 20, 3e-4), (0.5, 1, 6, 0.05)):
-        for step in sorted({0, 1, warmup - 1, warmup, warmup + 1, (warmup + total) // 2, total - 1, total, total + 7}):
+    for max_lr, warmup, total, min_lr in ((1.0, 10, 110, 0.0), (3e-3, 4, 20, 3e-4), (0.5, 1, 6, 0.05), (2.0, 0, 8, 0.2)):
+        for step in sorted({0, 1, warmup - 1, warmup, warmup + 1, (warmup + total) // 2, total - 1, total, total + 7} - {-1}):
             if step < warmup:
                 expected = max_lr * (step + 1) / warmup
             elif step >= total:
@@ -687,6 +872,7 @@ def get_batch_crops(t):
                           "generator made from the seed (torch.randint(..., generator=g)).")
     if first[0].tolist() == other[0].tolist():
         raise CheckFailed("get_batch with seeds 123 and 124 gave the same batch: use the generator you are given.")
+    note_device(t, t.student.get_batch, [data, 4, 6, 0], "get_batch(data (400,), 4, 6, seed 0)", follows_dtype=False)
     # a torch.Generator (what train_lm passes): two calls with it continue its one stream of draws
     generator = t.student.support("Generator", 7)  # made in the student's process, like train_lm's
     mine = torch.Generator().manual_seed(7)
@@ -980,25 +1166,25 @@ EXACT_SETTINGS = dict(batch_size=3, block_size=8, max_lr=0.02, min_lr=0.002, war
             "zero_grad, backward, clip_grads over all gradients together, AdamW step with that lr; AdamW created "
             "once over model.parameters().")
 def train_exact_steps(t):
+    training_pieces_first(t, "train_lm")
     init = lm_state(t, EXACT_CONFIG)
     constant = torch.full((50,), 5, dtype=torch.long)  # every crop is the same: the batches cannot differ
     varied = ids(t, 60, V=EXACT_CONFIG["vocab_size"])  # then batches from one generator made from the seed
-    for data, steps, label in ((constant, 1, "a constant stream"), (constant, 2, "a constant stream"),
-                               (varied, 5, "ids (60,)")):
+    for data, steps, label, start in ((constant, 1, "a constant stream", init), (constant, 2, "a constant stream", init),
+                                      (varied, 5, "ids (60,)", init),
+                                      (varied, 1, "ids (60,)", confident(init, "norm_f.weight"))):
         settings = dict(EXACT_SETTINGS, steps=steps)
         what = f"train_lm({label}, {describe(EXACT_CONFIG)}, steps={steps}, init_state=given)"
-        if data is varied:
+        if start is not init:
+            what += " (a confident init_state: logits of size 400, so most targets get a probability below 1e-45)"
+        elif data is varied:
             what += (" (batches: get_batch(train_ids, batch_size, block_size, g) with one g = "
                      "torch.Generator().manual_seed(seed) made before the loop)")
-        state, losses = checked_state(t.student.train_lm(data, EXACT_CONFIG, settings, init), init, what)
-        if not isinstance(losses, (list, tuple)) or not all(isinstance(x, float) for x in losses):
-            kinds = sorted({type(x).__name__ for x in losses}) if isinstance(losses, (list, tuple)) else [
-                type(losses).__name__]
-            raise CheckFailed(f"{what}: the losses should be a list of Python floats (loss.item()), one per step; got "
-                              f"{'a list of ' if isinstance(losses, (list, tuple)) else ''}{', '.join(kinds)}")
-        expected, expected_losses = grader_steps(t.ref, EXACT_CONFIG, settings, init, data, steps)
-        assert_close(losses, expected_losses, f"{what}: losses", rtol=1e-4, atol=1e-5)
-        for name in init:
+        value = t.student.train_lm(data, EXACT_CONFIG, settings, start)
+        expected, expected_losses = grader_steps(t.ref, EXACT_CONFIG, settings, start, data, steps)
+        assert_losses(value, expected_losses, what)
+        state, losses = checked_state(value, start, what)
+        for name in start:
             assert_close(state[name], expected[name], f"{what}: parameter `{name}`", rtol=1e-4, atol=2e-5)
 
 
@@ -1082,6 +1268,7 @@ def checked_cache(cache, n_layers, shape, what):
        uses=CACHE, needs=NORMS + FFN,
        hint="new tokens sit at positions T_past.. (learned positions and RoPE); append the new keys and values "
             "along the time axis (dim 2); the causal mask is lower-right: new token i sees all cached positions.")
+@on_students_rope
 def cache_step(t):
     """Why the model first sees other tokens: the cache handed over then holds another prefix than the one it
     saw, so only a forward that reads the cache's keys and values gets that prefix's logits; one that
@@ -1155,6 +1342,7 @@ def layer_cache_close(out, expected, expected_cache, what, tol) -> None:
 
 @check(7, 1, "from an empty cache, token by token: the logits and the cache's length at every step",
        uses=CACHE, needs=NORMS + FFN)
+@on_students_rope
 def cache_growth(t):
     for cfg in KV_CASES:
         state = lm_state(t, cfg)
@@ -1168,6 +1356,7 @@ def cache_growth(t):
             checked_cache(cache, cfg["n_layers"], (1, HEADS, T, D // HEADS), what)
             logits, cache = model(idx[:, T:T + 1], cache)
             close(logits, full[:, T:T + 1], f"{what}: logits of position {T}", F64, DEEP_TOL)
+        note_device(t, model, [idx[:, :3], []], f"TransformerLM({describe(cfg)})(idx (1, 3), [])")
 
 
 def keep_set(logits, temperature=1.0, top_k=None, top_p=None):
@@ -1195,20 +1384,27 @@ def filter_boundaries(t):
     logits = torch.log(probs)
     cases = [dict(top_k=1), dict(top_k=2), dict(top_k=4), dict(top_k=3), dict(top_k=7),
              dict(top_p=0.5), dict(top_p=0.75), dict(top_p=0.7), dict(top_p=0.8), dict(top_p=0.2), dict(top_p=1.0),
-             dict(top_k=3, top_p=0.6), dict(top_k=2, top_p=0.6), dict(temperature=0.5, top_p=0.8)]
+             dict(top_k=3, top_p=0.6), dict(top_k=2, top_p=0.6), dict(temperature=0.5, top_p=0.8),
+             dict(shift=1000.0, top_p=0.7), dict(shift=1000.0, top_k=2, top_p=0.6),
+             dict(shift=600.0, temperature=0.01, top_p=0.9)]
     for kwargs in cases:
-        what = f"filter_logits(log of {probs.tolist()}, {describe(kwargs)})"
+        shift = kwargs.pop("shift", 0.0)  # adding a constant changes no probability, but exp(1000) is inf
+        what = f"filter_logits(log of {probs.tolist()}{f' + {shift:g}' if shift else ''}, {describe(kwargs)})"
         temperature = kwargs.pop("temperature", 1.0)
-        got = call_pure(t.student.filter_logits, logits, temperature, what=what, **kwargs)
+        got = call_pure(t.student.filter_logits, logits + shift, temperature, what=what, **kwargs)
         kept = keep_set(logits, temperature, **kwargs)
         if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(logits.shape):
             raise CheckFailed(f"{what}: expected a tensor of shape {tuple(logits.shape)}")
         got_keep = torch.isfinite(got)
         if not torch.equal(got_keep, kept):
-            raise CheckFailed(f"{what}: kept {got_keep.int().tolist()}, expected {kept.int().tolist()} (1 = kept)")
+            raise CheckFailed(f"{what}: kept {got_keep.int().tolist()}, expected {kept.int().tolist()} (1 = kept)"
+                              + (": a softmax by hand overflows at logits of size 1000 (exp(1000) is inf, inf / inf "
+                                 "is NaN); use torch.softmax." if shift else ""))
         if bool((got[kept] == -math.inf).any()) or not bool((got[~kept] == -math.inf).all()):
             raise CheckFailed(f"{what}: removed tokens must be exactly -inf")
-        close(got[kept], (logits / temperature)[kept], f"{what}: the kept logits (divided by the temperature)", F64)
+        close(got[kept], ((logits + shift) / temperature)[kept], f"{what}: the kept logits (divided by the temperature)",
+              F64)
+    note_device(t, t.student.filter_logits, [logits.float(), 0.7, 3, 0.6], "filter_logits(logits (2, 5), 0.7, 3, 0.6)")
 
 
 def greedy_truth(state, cfg, idx, n):
@@ -1218,7 +1414,7 @@ def greedy_truth(state, cfg, idx, n):
     return idx
 
 
-def unmasked_lm(make_lm, make_block, cfg: dict, state: dict):
+def unmasked_lm(make_lm, make_block, cfg: dict, state: dict, load=None):
     """make_lm(**cfg) with every block replaced by make_block(..., causal=False), holding `state`.
 
     Why: with blocks that attend both ways, feeding a cache (earlier positions computed once, from what came
@@ -1230,7 +1426,10 @@ def unmasked_lm(make_lm, make_block, cfg: dict, state: dict):
         model.blocks.pop(i)
         rope = cfg.get("positions") == "rope"
         model.blocks.insert(i, make_block(cfg["d_model"], cfg["n_heads"], cfg["d_ff"], rope=rope, causal=False))
-    model.load_state_dict(state)
+    if load is None:  # the reference's: strict
+        model.load_state_dict(state)
+    else:  # the student's: by parameter name (load_weights)
+        load(model, state)
     return model
 
 
@@ -1246,7 +1445,8 @@ def generate_uses_its_cache(t, cfg: dict) -> None:
             break
     else:
         raise RuntimeError("no prompt separates the cached and the recomputed paths")
-    model = unmasked_lm(t.student.TransformerLM, t.student.Block, cfg, state).double().to(t.device)
+    load = lambda model, s: load_weights(t, model, s, f"TransformerLM({describe(cfg)}) with Block(..., causal=False)")  # noqa: E731
+    model = unmasked_lm(t.student.TransformerLM, t.student.Block, cfg, state, load).double().to(t.device)
     for use_cache in (True, False):
         what = (f"generate(your TransformerLM ({describe(cfg)}) with every block replaced by Block(..., causal=False), "
                 f"idx {tuple(prompt.shape)}, {n}, temperature=0, use_cache={use_cache})")
@@ -1266,6 +1466,7 @@ def generate_uses_its_cache(t, cfg: dict) -> None:
 @check(7, 1.5, "generate greedily with and without the cache: both equal the grader's greedy decoding; on a model "
                "where the two paths differ, each flag takes its own path",
        uses=CACHE + ("generate",), needs=NORMS + FFN)
+@on_students_rope
 def generate_greedy(t):
     for cfg in KV_CASES:
         state = lm_state(t, cfg)
@@ -1296,6 +1497,7 @@ def chi_square_ok(counts: np.ndarray, probs: np.ndarray) -> tuple:
 
 @check(7, 1.5, "generate samples from the filtered, tempered distribution at every step, seeded",
        uses=CACHE + ("generate", "filter_logits"), needs=NORMS + FFN)
+@on_students_rope
 def generate_sampling(t):
     cfg = KV_CASES[1]
     state = lm_state(t, cfg)
@@ -1348,6 +1550,15 @@ def generate_sampling(t):
     if not ok:
         raise CheckFailed(f"{what}: the tokens do not follow softmax(logits / 1.3) restricted to the top-p set "
                           f"(chi-square {stat:.1f} > {limit:.1f}, false-fail rate 1e-4)")
+    greedy = greedy_truth(state, cfg, prompt[:3], 5)
+    for cold in (dict(temperature=1e-4), dict(temperature=1e-4, top_p=0.9), dict(temperature=1.0, top_k=1)):
+        cold_what = f"generate(model, idx (3, 4), 5, {describe(cold)}, seed=2)"
+        got = t.student.generate(model, prompt[:3], 5, seed=2, **cold)
+        if not isinstance(got, torch.Tensor) or got.tolist() != greedy.tolist():
+            raise CheckFailed(f"{cold_what}: expected the greedy tokens {greedy[:, 4:].tolist()} after the prompt, got "
+                              f"{got[:, 4:].tolist() if isinstance(got, torch.Tensor) else got}: softmax(logits / 1e-4) "
+                              "puts all its mass on the largest logit (and so does top_k=1). exp(logits / T) by hand "
+                              "overflows there; sample from torch.softmax(filter_logits(...)).")
     other = t.student.generate(model, prompt[:50], 2, seed=4, **kwargs)
     if other[:, 4:].tolist() == out[:50, 4:].tolist():
         raise CheckFailed(f"{what}: seeds 3 and 4 gave the same samples; make the generator from `seed`.")
@@ -1424,6 +1635,9 @@ def seq2seq_gradients(t):
     model = make_module(t, "Seq2Seq", args, {}, state, F64)
     reference = ref_module(t.ref, "Seq2Seq", args, {}, state)
     assert_param_grads(model, reference, [ids(t, 2, 5, V=9), ids(t, 2, 4, V=9)], f"Seq2Seq{args}", rng=t.rng)
+    note_device(t, model, [ids(t, 2, 5, V=9), ids(t, 2, 4, V=9)], f"Seq2Seq{args}(src (2, 5), tgt_in (2, 4))")
+    block = make_module(t, "DecoderBlock", (6, 2, 8), {}, fill(t.rng, decoder_block_shapes(6, 8)), F64)
+    note_device(t, block, [randn(t, 2, 4, 6), randn(t, 2, 5, 6)], "DecoderBlock(6, 2, 8)(x (2, 4, 6), memory (2, 5, 6))")
 
 
 def grader_greedy(model, src, n, bos):
@@ -1496,6 +1710,7 @@ def grader_seq2seq_steps(ref, config, settings, init, src, tgt, steps):
             "torch.Generator().manual_seed(seed) before the loop; per step lr_at, rows = torch.randint(0, N, (batch_size,), generator=g), decoder input "
             "[BOS] + tgt[rows][:, :-1], mean cross-entropy against tgt[rows], clip_grads, AdamW step with that lr.")
 def seq2seq_train_steps(t):
+    training_pieces_first(t, "train_seq2seq")
     src, tgt = s2s_exact_data(t)
     names = s2s_names(S2S_EXACT_CONFIG)
     base = f"train_seq2seq(src (7, 5), tgt (7, 6), {describe(S2S_EXACT_CONFIG)}"
@@ -1511,6 +1726,19 @@ def seq2seq_train_steps(t):
             assert_close(state[name], expected[name], f"{what}: parameter `{name}` vs the grader's {steps} step(s) "
                          "from the model your steps=0 call returned (the same seed must build the same model)",
                          rtol=1e-4, atol=2e-5)
+    # the grader's weights (embeddings of size 0.5, not 0.02) with the final gain times 300: logits of size 400
+    start = confident(fill(t.rng, seq2seq_shapes(*[S2S_EXACT_CONFIG[k] for k in (
+        "vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len")])), "dec_norm.weight")
+    settings = dict(S2S_EXACT_SETTINGS, steps=1)
+    what = f"{base}, steps=1, init_state=a confident one: logits of size 400)"
+    try:
+        state = checked_names(train_seq2seq_from(t, (src, tgt, S2S_EXACT_CONFIG), settings, start, what), names, what)
+    except CheckFailed as exc:
+        raise CheckFailed(f"{exc}{LOSS_HINT if 'NaN' in str(exc) else ''}") from None
+    expected = grader_seq2seq_steps(t.ref, S2S_EXACT_CONFIG, settings, start, src, tgt, 1)
+    for name in names:
+        assert_close(state[name], expected[name], f"{what}: parameter `{name}` vs the grader's step", rtol=1e-4,
+                     atol=2e-5)
 
 
 @check(8, 1, "train_seq2seq: the same seed gives the same model; another seed another", uses=("train_seq2seq",),

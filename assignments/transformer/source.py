@@ -40,7 +40,12 @@
 # `i + T_k - T_q`). Never create a tensor on a fixed device or dtype (`device=x.device`,
 # `dtype=x.dtype`, `torch.zeros_like`): the grader runs your modules in float64 and on other devices,
 # `meta` included (shapes, no values): code that cannot run there (`.item()`, `.tolist()`, branches on
-# tensor values) fails that check.
+# tensor values) fails that check. **Never cast to float32 inside a module**: float64 in, float64 out,
+# computed in float64 throughout. Some well-known references (LLaMA's RMSNorm among them) upcast to
+# float32 and cast back, for half-precision training; here that is a bug, since the grader checks
+# float64 modules to float64 precision. The grader also feeds inputs at the scales where naive
+# formulas break (inputs far from 0, scores and logits of size 1000, very low temperatures):
+# prefer `torch.softmax`, `torch.log_softmax` and `F.cross_entropy` to `exp` and `log` by hand.
 # Module attribute names are given: the grader loads weights into your modules by these names.
 #
 # **How grading works.** Only cells marked *graded* are graded, by name. Graded cells must only
