@@ -163,6 +163,36 @@ def global_draws(n: int):
     return torch.rand(int(n), dtype=torch.float64)
 
 
+def optimizer_run(class_name: str):
+    """A function that builds the student's optimizer class `class_name` over fresh parameters and
+    steps it twice, returning the parameters and every tensor the optimizer keeps (its moments):
+    probed with `assert_device_agnostic`, its state must be on the parameters' device and dtype."""
+    import sys
+    optimizer_class = getattr(sys.modules["submission"], str(class_name))
+
+    def run(params, grads, lr):
+        leaves = [p.detach().clone().requires_grad_(True) for p in params]
+        optimizer = optimizer_class(leaves, lr=lr)
+        for _ in range(2):
+            for p, g in zip(leaves, grads):
+                p.grad = g.clone()
+            optimizer.step()
+        return [p.detach() for p in leaves] + [v.detach() for v in _tensors_in(vars(optimizer)) if v.is_floating_point()]
+    return run
+
+
+def _tensors_in(value, depth: int = 0) -> list:
+    """The tensors held in nested lists, tuples and dicts (an optimizer's moments, however kept)."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if depth < 4 and isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors_in(v, depth + 1)]
+    if depth < 4 and isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors_in(v, depth + 1)]
+    return []
+
+
 def load_weights(module, state: dict) -> dict:
     """The grader's weights into a student's module by parameter name, in the student's process.
 
@@ -179,4 +209,4 @@ def load_weights(module, state: dict) -> dict:
 FACTORIES = {"TableLM": TableLM, "NextWordProbe": NextWordProbe, "random_sentences": random_sentences,
              "smooth_function": smooth_function, "Generator": generator,
              "seed_global_generator": seed_global_generator, "global_draws": global_draws,
-             "load_weights": load_weights}
+             "load_weights": load_weights, "optimizer_run": optimizer_run}

@@ -257,7 +257,7 @@ def assert_permutation_equivariant(call, x: torch.Tensor, what: str, *, rng, tim
 
 
 def assert_device_agnostic(call, args: list, what: str, *, device_arg: str | None = None,
-                           follows_dtype: bool = True) -> str:
+                           follows_dtype: bool = True, meta_first: bool = True) -> str:
     """No tensor on a hard-coded device or dtype, probed on the `meta` device in float32 and float64.
 
     What the probe sees happens inside the student's process, whose code (the engine's included)
@@ -271,7 +271,8 @@ def assert_device_agnostic(call, args: list, what: str, *, device_arg: str | Non
 
     `device_arg` names a keyword argument that says where to create the output (as in
     `causal_mask(T, device=...)`); `follows_dtype=False` for a function whose float outputs do not
-    come from float inputs.
+    come from float inputs; `meta_first=False` goes straight to the probe that keeps the data, for
+    a function that takes a model (which the meta probe would leave on the CPU) or trains one.
     """
     _refuse_if_tampered(call, what)
     _check_real_dtype(call(*args), args, what, follows_dtype)
@@ -280,6 +281,8 @@ def assert_device_agnostic(call, args: list, what: str, *, device_arg: str | Non
         _check_real_dtype(call(*_float64(list(args))), _float64(list(args)), what, follows_dtype)
     for dtype in ("float32", "float64"):
         try:
+            if not meta_first:
+                raise StudentError("the probe that keeps the data was asked for")
             probe, expected = call.on_meta(*args, dtype=dtype, **({device_arg: "meta"} if device_arg else {})), "meta"
         except StudentError as exc:
             _fail_on_mixed_devices(str(exc), what)

@@ -27,6 +27,18 @@ ROPE_THETA = "    theta = base ** (-torch.arange(0, d, 2, device=x.device, dtype
 
 # name: (replacements, questions graded, failing checks expected)
 BUGS = {
+    # tensors made on the default device: they break only on a GPU, and the probe that keeps the data finds them
+    "AdamW moments from torch.zeros(p.shape)": (
+        [("        self.m = [torch.zeros_like(p) for p in self.params]\n        self.v = [torch.zeros_like(p) for p in self.params]",
+          "        self.m = [torch.zeros(p.shape) for p in self.params]\n        self.v = [torch.zeros(p.shape) for p in self.params]")],
+        {"5"}, {"adamw_class"}),
+    "generate writes the greedy token into a tensor made without device": (
+        [("            nxt = logits.argmax(dim=-1, keepdim=True)",
+          "            nxt = torch.zeros(idx.shape[0], 1, dtype=torch.long)\n            nxt[:, 0] = logits.argmax(dim=-1)")],
+        {"7"}, {"generate_greedy"}),
+    "greedy_decode's BOS column without device": (
+        [("    out = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)",
+          "    out = torch.full((src.shape[0], 1), bos, dtype=torch.long)")], {"8"}, {"greedy_decode_matches"}),
     "post-norm where pre-norm is asked": (
         [("        if self.post_norm:\n            a = self.attn(x,", "        if True:\n            a = self.attn(x,")],
         {"3"}, {"public_block", "block_builtin", "block_gradients"}),

@@ -786,6 +786,10 @@ def adamw_class(t):
             if i == 3 and not torch.equal(got.detach(), params[3]):
                 raise CheckFailed(f"{label} changed; a parameter whose .grad is None is skipped (no update, no decay)")
             close(got.detach(), leaf.detach(), f"{label} (vs torch.optim.AdamW with the same settings)", F64)
+    # its moments live where the parameters live, in their dtype (torch.zeros(p.shape) breaks on a GPU)
+    assert_device_agnostic(t.student.support("optimizer_run", "AdamW"), [params[:3], grads_per_step[0], 0.01],
+                           "AdamW(3 tensors, lr=0.01) stepped twice: its parameters and the moments it keeps",
+                           meta_first=False)
 
 
 @check(5, 1.5, "lr_at: warmup edges, the cosine, the end and after, min_lr", uses=("lr_at",),
@@ -1482,6 +1486,13 @@ def generate_greedy(t):
                 assert_equal(got.tolist(), expected.tolist(), what)
     for cfg in KV_CASES:
         generate_uses_its_cache(t, cfg)
+    cfg = KV_CASES[0]  # no tensor on a fixed device: greedy, and sampling with top-k and top-p
+    model = make_module(t, "TransformerLM", (), cfg, lm_state(t, cfg), F64)
+    for args, what in (([0.0, None, None], "temperature=0"), ([0.8, 3, 0.9], "temperature=0.8, top_k=3, top_p=0.9")):
+        for use_cache in (True, False):
+            assert_device_agnostic(t.student.generate, [model, ids(t, 2, 3, V=13), 2, *args, 0, use_cache],
+                                   f"generate(model, idx (2, 3), 2, {what}, use_cache={use_cache})", meta_first=False,
+                                   follows_dtype=False)
 
 
 def chi_square_ok(counts: np.ndarray, probs: np.ndarray) -> tuple:
@@ -1663,6 +1674,8 @@ def greedy_decode_matches(t):
         if not isinstance(got, torch.Tensor) or got.dtype != torch.int64:
             raise CheckFailed(f"{what} should return an int64 tensor")
         assert_equal(got.tolist(), expected.tolist(), what)
+    assert_device_agnostic(t.student.greedy_decode, [model, ids(t, 2, 4, V=10), 3, 10],
+                           "greedy_decode(model, src (2, 4), 3, bos=10)", meta_first=False, follows_dtype=False)
 
 
 S2S_EXACT_CONFIG = dict(vocab_size=11, d_model=8, n_heads=2, d_ff=12, n_layers=1, max_len=6)
