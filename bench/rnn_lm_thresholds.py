@@ -21,6 +21,11 @@ statistic, which must cost more than the threshold's margin where it passes prov
 
 Each training runs on one thread, as in the grader's worker.
 Run: .venv/bin/python bench/rnn_lm_thresholds.py [q7|q8]   (about ten minutes on an idle machine)
+
+Spread (what sets each threshold): correct variants written differently x starts, each figure and
+their range; `sqrt_error_tail` and `normal_tail` turn them into a false-fail rate at a threshold.
+Run: .venv/bin/python bench/rnn_lm_thresholds.py spread q8|q7 [start ...]   (q8: 40 runs, about 4 min;
+q7: 12 runs at starts 301-303, about 5 min)
 """
 import sys
 import time
@@ -199,9 +204,75 @@ def q8() -> None:
               f"the threshold; {'passes' if passes_provenance(share) else 'fails'} provenance)", flush=True)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and sys.argv[1:2] != ["spread"]:
     which = sys.argv[1:] or ["q7", "q8"]
     if "q8" in which:
         q8()
     if "q7" in which:
         q7()
+
+
+# ---- the spread of correct runs: what sets each threshold ---------------------------------------
+# Correct variants written differently (each also in tests/test_rnn_lm_variants.py): their float32
+# trajectories part from the reference's after a few hundred steps (other kernels, other summation
+# orders), so the threshold must hold for the spread over variants x starts, not for the reference alone.
+LSTM_LOOP = ("        outputs = []\n        for t in range(x.size(1)):\n            state = self.cell(x[:, t], state)\n"
+             "            outputs.append(state[0])\n        return torch.stack(outputs, dim=1), state\n")
+PREALLOCATED = (LSTM_LOOP, "        B, T = x.shape[:2]\n        out = x.new_empty(B, T, self.cell.hidden_size)  # (B, T, H)\n"
+                           "        for t in range(T):\n            state = self.cell(x[:, t], state)\n"
+                           "            out[:, t] = state[0]\n        return out, state\n")
+S2S_LOSS = "        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1), ignore_index=PAD)"
+SPREAD_VARIANTS = {
+    "reference": ref,
+    "LSTMLayer into a preallocated output": variant(PREALLOCATED),
+    "LSTM gates by slicing, addmm": variant((CELL, (
+        "        H = self.hidden_size\n"
+        "        gates = torch.addmm(self.bias_ih, x, self.weight_ih.t()) + torch.addmm(self.bias_hh, h, self.weight_hh.t())\n"
+        "        i, f, g, o = gates[:, :H], gates[:, H:2 * H], gates[:, 2 * H:3 * H], gates[:, 3 * H:]"))),
+    "losses by log_softmax and gather": variant(
+        (LOSS, "        logp = torch.log_softmax(logits, -1).reshape(-1, logits.size(-1))\n"
+               "        loss = -logp.gather(1, targets.reshape(-1, 1)).mean()"),
+        (S2S_LOSS, "        logp = torch.log_softmax(logits, -1).reshape(-1, logits.size(-1))\n"
+                   "        keep = (y.reshape(-1) != PAD).to(logp.dtype)\n"
+                   "        loss = -(logp.gather(1, y.reshape(-1, 1))[:, 0] * keep).sum() / keep.sum()")),
+}
+SPREAD_STARTS = list(range(301, 311))
+
+
+def normal_tail(values, threshold: float, below: bool) -> float:
+    """The false-fail rate of a normal fitted to `values` at `threshold` (the probability beyond it)."""
+    import math
+    mean, sd = float(np.mean(values)), float(np.std(values, ddof=1))
+    z = (mean - threshold) / sd if below else (threshold - mean) / sd
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def spread(which: str, starts: list) -> None:
+    """Every correct variant from every start: each figure, their range, and the threshold's false-fail rate."""
+    values = []
+    for name, module in SPREAD_VARIANTS.items():
+        got = []
+        for seed in starts:
+            t0 = time.process_time()
+            if which == "q8":
+                got.append(q8_run(module, seed)[0])
+            else:
+                got.append(q7_run(module, q7_start(seed))[0])
+            print(f"  {which} {name:40s} start {seed}: {got[-1]:.4f} ({time.process_time() - t0:.1f} s CPU)", flush=True)
+        values += got
+        print(f"{which} {name}: " + " ".join(f"{v:.4f}" for v in got), flush=True)
+    print(f"{which}: {len(values)} correct runs, min {min(values):.4f}, max {max(values):.4f}, "
+          f"mean {np.mean(values):.4f}, sd {np.std(values, ddof=1):.4f}", flush=True)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["spread"]:
+    spread(sys.argv[2], [int(s) for s in sys.argv[3:]] or SPREAD_STARTS)
+
+
+def sqrt_error_tail(accuracies, threshold: float) -> float:
+    """The false-fail rate at `threshold` of a normal fitted to sqrt(1 - accuracy): exact match has a long lower
+    tail over starts (most runs near 1, a few far below), which the square root of the error rate makes symmetric."""
+    import math
+    e = np.sqrt(1 - np.asarray(accuracies, dtype=float))
+    z = (math.sqrt(1 - threshold) - e.mean()) / e.std(ddof=1)
+    return 0.5 * math.erfc(z / math.sqrt(2))

@@ -293,40 +293,54 @@ class TableModel(nn.Module):
         return self.table[previous, tokens], tokens[:, -1]
 
 
+def model_device(model):
+    """Given: where the model's tensors live (its first parameter or buffer), so the tokens fed to it go there too."""
+    for tensor in model.parameters():
+        return tensor.device
+    for tensor in model.buffers():
+        return tensor.device
+    return torch.device("cpu")
+
+
 def greedy_decode(model, prefix, max_len, eos_id):
     """The most probable token at each step, at most max_len tokens, stopping after eos_id; a list of ints."""
+    device = model_device(model)  # a model on a GPU needs its tokens there
     with torch.no_grad():
-        logits, state = model(torch.tensor([prefix]), None)
+        logits, state = model(torch.tensor([prefix], device=device), None)
         out = []
         for _ in range(max_len):
             token = int(logits[0, -1].argmax())
             out.append(token)
             if token == eos_id:
                 break
-            logits, state = model(torch.tensor([[token]]), state)
+            logits, state = model(torch.tensor([[token]], device=device), state)
     return out
 
 
 def sample(model, prefix, max_len, eos_id, temperature=1.0, seed=0):
     """One sequence sampled from softmax(logits / temperature) with one torch.Generator seeded by seed."""
     generator = torch.Generator().manual_seed(seed)
+    device = model_device(model)
     with torch.no_grad():
-        logits, state = model(torch.tensor([prefix]), None)
+        logits, state = model(torch.tensor([prefix], device=device), None)
         out = []
         for _ in range(max_len):
-            probs = torch.softmax(logits[0, -1].double() / temperature, dim=-1)
+            probs = torch.softmax(logits[0, -1].double() / temperature, dim=-1).cpu()  # the generator's device
             token = int(torch.multinomial(probs, 1, generator=generator))
             out.append(token)
             if token == eos_id:
                 break
-            logits, state = model(torch.tensor([[token]]), state)
+            logits, state = model(torch.tensor([[token]], device=device), state)
     return out
 
 
 def beam_search(model, prefix, beam_size, max_len, eos_id, alpha=1.0):
     """Beam search; a list of at most beam_size (tokens, score) pairs, best first, score = logprob / len**alpha."""
+    if max_len == 0:
+        return [([], 0.0)]  # the empty hypothesis: nothing generated, log-probability 0
+    device = model_device(model)
     with torch.no_grad():
-        logits, state = model(torch.tensor([prefix]), None)
+        logits, state = model(torch.tensor([prefix], device=device), None)
         beam = [([], 0.0, logits[0, -1], state)]
         finished = []
         for _ in range(max_len):
@@ -341,7 +355,7 @@ def beam_search(model, prefix, beam_size, max_len, eos_id, alpha=1.0):
                 if tokens[-1] == eos_id:
                     finished.append((tokens, logprob))
                 else:
-                    logits, new_state = model(torch.tensor([[tokens[-1]]]), st)
+                    logits, new_state = model(torch.tensor([[tokens[-1]]], device=device), st)
                     beam.append((tokens, logprob, logits[0, -1], new_state))
             if not beam:
                 break
@@ -441,5 +455,5 @@ def greedy_translate(model, src, max_len):
             logits, state, _ = model.decode_step(token, state, enc, src != PAD)
             token = logits.argmax(dim=-1)
             rows.append(token)
-        out = torch.stack(rows, dim=1).tolist()
+        out = torch.stack(rows, dim=1).tolist() if rows else [[] for _ in range(src.size(0))]  # max_len may be 0
     return [row[:row.index(EOS)] if EOS in row else row for row in out]

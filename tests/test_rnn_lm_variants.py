@@ -24,7 +24,8 @@ H0 = "        h = x.new_zeros(x.size(0), self.cell.hidden_size) if h0 is None el
 LOSS_MEAN = "    keep = (targets.reshape(-1) != pad_id).to(losses.dtype)"
 CARRY = "        logits, state = model(inputs, detach_state(state))"
 SCALE = "            g.mul_(max_norm / (total + 1e-6))"
-TEMPERATURE = "            probs = torch.softmax(logits[0, -1].double() / temperature, dim=-1)"
+TEMPERATURE = ("            probs = torch.softmax(logits[0, -1].double() / temperature, dim=-1)"
+               ".cpu()  # the generator's device")
 SCORED = "    scored = [(tokens, logprob / len(tokens) ** alpha) for tokens, logprob in finished]"
 ATTN_SOFTMAX = "        weights = torch.softmax(scores, dim=-1)  # (B, S)"
 
@@ -53,7 +54,8 @@ BUGS = {
           "    logits, _ = model(tokens[:, 1:])\n    targets = tokens[:, 1:]")], {"3"}, {"public_rnnlm", "lm_loss_hidden"}),
     "tied weights by copying the embedding": (
         [("            self.proj.weight = self.embedding.weight",
-          "            self.proj.weight = nn.Parameter(self.embedding.weight.detach().clone())")], {"3"}, {"rnnlm_tied"}),
+          "            self.proj.weight = nn.Parameter(self.embedding.weight.detach().clone())")], {"3"},
+        {"rnnlm_tied", "public_rnnlm"}),
     "batchify column-major": ([("    return stream[: batch_size * L].reshape(batch_size, L).clone()",
                                 "    return stream[: batch_size * L].reshape(L, batch_size).T.clone()")], {"4"},
                               {"public_tbptt_pieces", "batchify_hidden", "public_train_lm", "train_lm_exact"}),
@@ -75,8 +77,9 @@ BUGS = {
         [("            token = int(logits[0, -1].argmax())\n            out.append(token)\n            if token == eos_id:\n"
           "                break\n",
           "            token = int(logits[0, -1].argmax())\n            out.append(token)\n")],
-        {"6"}, {"greedy_hidden"}),
-    "temperature ignored": ([(TEMPERATURE, TEMPERATURE.replace(" / temperature", ""))], {"6"}, {"sample_hidden"}),
+        {"6"}, {"public_decoding", "greedy_hidden"}),
+    "temperature ignored": ([(TEMPERATURE, TEMPERATURE.replace(" / temperature", ""))], {"6"},
+                            {"public_sample", "sample_hidden"}),
     "a new generator at every step": (
         [(TEMPERATURE, TEMPERATURE + "\n            generator = torch.Generator().manual_seed(seed)")], {"6"},
         {"sample_hidden"}),
@@ -88,15 +91,23 @@ BUGS = {
     "attention softmax over the batch": ([(ATTN_SOFTMAX, ATTN_SOFTMAX.replace("dim=-1", "dim=0"))], {"8"},
                                          {"public_attention", "attention_hidden", "attention_gradients",
                                           "seq2seq_forward_hidden", "train_seq2seq_exact", "seq2seq_reversal",
-                                          "greedy_translate_hidden"}),
+                                          "greedy_translate_hidden", "public_seq2seq"}),
     "greedy_translate reverses the source by hand (no model)": (
         [("        src = src.to(next(model.parameters()).device)\n",
           "        return [[d for d in reversed(row) if d != PAD] for row in src.tolist()]\n")], {"8"},
-        {"greedy_translate_hidden"}),  # Q8's accuracy comes from the trained weights, decoded by the grader
+        {"greedy_translate_hidden", "public_seq2seq"}),  # Q8's accuracy: the trained weights, decoded by the grader
 }
 
 # name: (replacements, questions graded)
 CORRECT = {
+    # graded with Q8's training: its float32 trajectory parts from the reference's (this one once scored 89.6% on
+    # seq2seq_reversal against a 90% threshold; the threshold now comes from the spread of correct runs)
+    "LSTMLayer writes into a preallocated output": ([(
+        "        outputs = []\n        for t in range(x.size(1)):\n            state = self.cell(x[:, t], state)\n"
+        "            outputs.append(state[0])\n        return torch.stack(outputs, dim=1), state\n",
+        "        B, T = x.shape[:2]\n        out = x.new_empty(B, T, self.cell.hidden_size)  # (B, T, H)\n"
+        "        for t in range(T):\n            state = self.cell(x[:, t], state)\n            out[:, t] = state[0]\n"
+        "        return out, state\n")], {"2", "8"}),
     "Elman cell with F.linear": ([(RNN_CELL, "        return torch.tanh(F.linear(x, self.weight_ih, self.bias_ih)"
                                              " + F.linear(h, self.weight_hh, self.bias_hh))"),
                                  ("import math\n\nimport torch\nfrom torch import nn\n\n\nclass RNNCell",
@@ -119,10 +130,10 @@ CORRECT = {
         "            u = torch.rand((), generator=generator, dtype=probs.dtype)\n"
         "            token = min(int((probs.cumsum(0) < u).sum()), probs.numel() - 1)")], {"6"}),
     "greedy as beam search of width 1": ([(
-        "    with torch.no_grad():\n        logits, state = model(torch.tensor([prefix]), None)\n        out = []\n"
+        "    with torch.no_grad():\n        logits, state = model(torch.tensor([prefix], device=device), None)\n        out = []\n"
         "        for _ in range(max_len):\n            token = int(logits[0, -1].argmax())\n",
         "    return beam_search(model, prefix, 1, max_len, eos_id)[0][0]\n"
-        "    with torch.no_grad():\n        logits, state = model(torch.tensor([prefix]), None)\n        out = []\n"
+        "    with torch.no_grad():\n        logits, state = model(torch.tensor([prefix], device=device), None)\n        out = []\n"
         "        for _ in range(max_len):\n            token = int(logits[0, -1].argmax())\n")], {"6"}),
     "additive scores by einsum, -1e9 fill, context by bmm": ([(
         "        scores = self.score(torch.tanh(self.query_proj(query)[:, None, :] + self.key_proj(keys))).squeeze(-1)"
@@ -177,15 +188,16 @@ UPDATE = ("        optimizer.zero_grad()\n        loss.backward()\n        clip_
           "        optimizer.step()\n        losses.append(loss.item())\n        i += bptt\n")
 NORMS = "    return torch.stack([g.norm() for g in grads])"
 GREEDY_STEP = ("            token = int(logits[0, -1].argmax())\n            out.append(token)\n            if token == eos_id:\n"
-               "                break\n            logits, state = model(torch.tensor([[token]]), state)\n    return out\n\n\n"
+               "                break\n            logits, state = model(torch.tensor([[token]], device=device), state)\n    return out\n\n\n"
                "def sample")
-SAMPLE_START = ("    generator = torch.Generator().manual_seed(seed)\n    with torch.no_grad():\n"
-                "        logits, state = model(torch.tensor([prefix]), None)\n")
+SAMPLE_START = ("    generator = torch.Generator().manual_seed(seed)\n    device = model_device(model)\n"
+                "    with torch.no_grad():\n"
+                "        logits, state = model(torch.tensor([prefix], device=device), None)\n")
 MULTINOMIAL = "            token = int(torch.multinomial(probs, 1, generator=generator))\n            out.append(token)\n"
 BEAM_EXTEND = ("            candidates = []\n            for tokens, logprob, last, st in beam:\n"
                "                scores = torch.log_softmax(last.double(), dim=-1)\n")
 BEAM_KEEP = "            for tokens, logprob, st in candidates[:beam_size]:\n"
-BEAM_START = ("    with torch.no_grad():\n        logits, state = model(torch.tensor([prefix]), None)\n"
+BEAM_START = ("    with torch.no_grad():\n        logits, state = model(torch.tensor([prefix], device=device), None)\n"
               "        beam = [([], 0.0, logits[0, -1], state)]\n")
 MASK_FILL = "            scores = scores.masked_fill(~mask, float(\"-inf\"))"
 TRANSLATE_STEP = ("            logits, state, _ = model.decode_step(token, state, enc, src != PAD)\n"
@@ -317,13 +329,13 @@ HUNT_BUGS = {
         "            state = (h, h) if isinstance(cell, LSTMCell) else h\n", "            state = h\n")], "5",
         {"hidden_grad_norms_hidden"}),
     "greedy_decode appends to the caller's prefix": ([(
-        "        logits, state = model(torch.tensor([prefix]), None)\n        out = []\n        for _ in range(max_len):\n"
+        "        logits, state = model(torch.tensor([prefix], device=device), None)\n        out = []\n        for _ in range(max_len):\n"
         "            token = int(logits[0, -1].argmax())\n",
         "        seq = prefix\n        out = []\n        for _ in range(max_len):\n"
-        "            logits, _ = model(torch.tensor([seq]), None)\n            token = int(logits[0, -1].argmax())\n"
+        "            logits, _ = model(torch.tensor([seq], device=device), None)\n            token = int(logits[0, -1].argmax())\n"
         "            seq.append(token)\n"),
         ("            out.append(token)\n            if token == eos_id:\n                break\n"
-         "            logits, state = model(torch.tensor([[token]]), state)\n    return out\n\n\ndef sample",
+         "            logits, state = model(torch.tensor([[token]], device=device), state)\n    return out\n\n\ndef sample",
          "            out.append(token)\n            if token == eos_id:\n                break\n    return out\n\n\n"
          "def sample")], "6", {"greedy_hidden"}),
     "greedy_decode breaks ties towards the highest id": ([(GREEDY_STEP, GREEDY_STEP.replace(
@@ -411,12 +423,12 @@ HUNT_BUGS = {
         "        enc, _ = model.encode(src)\n        state = (enc.new_zeros(enc.shape[0], enc.shape[2]),) * 2\n"
         "        token = torch.full_like(src[:, 0], BOS)\n")], "8", {"greedy_translate_hidden"}),
     "greedy_decode feeds only the last token of the prefix": ([(
-        "        logits, state = model(torch.tensor([prefix]), None)\n        out = []\n        for _ in range(max_len):\n"
+        "        logits, state = model(torch.tensor([prefix], device=device), None)\n        out = []\n        for _ in range(max_len):\n"
         "            token = int(logits[0, -1].argmax())\n",
-        "        logits, state = model(torch.tensor([prefix[-1:]]), None)\n        out = []\n        for _ in range(max_len):\n"
+        "        logits, state = model(torch.tensor([prefix[-1:]], device=device), None)\n        out = []\n        for _ in range(max_len):\n"
         "            token = int(logits[0, -1].argmax())\n")], "6", {"greedy_hidden"}),
     "sample feeds only the last token of the prefix": ([(SAMPLE_START, SAMPLE_START.replace(
-        "torch.tensor([prefix])", "torch.tensor([prefix[-1:]])"))], "6", {"sample_hidden"}),
+        "torch.tensor([prefix], device=device)", "torch.tensor([prefix[-1:]], device=device)"))], "6", {"sample_hidden"}),
     "lm_loss by nll_loss on the logits": ([(LOSS_TAIL, LOSS_TAIL.replace("F.cross_entropy(logits", "F.nll_loss(logits"))],
                                           "3", {"public_rnnlm", "lm_loss_hidden"}),
     "attention keys projected without key_proj's bias": ([("self.key_proj(keys)))", "F.linear(keys, self.key_proj.weight)))")],
@@ -457,7 +469,7 @@ HUNT_CORRECT = {
     "beam by heapq.nlargest, rescoring whole sequences": ([(BEAM_START,
         "    import heapq\n    open_, done = [([], 0.0)], []\n    with torch.no_grad():\n        for _ in range(max_len):\n"
         "            cands = []\n            for tokens, lp in open_:\n"
-        "                logits, _ = model(torch.tensor([list(prefix) + tokens]))\n"
+        "                logits, _ = model(torch.tensor([list(prefix) + tokens], device=model_device(model)))\n"
         "                logp = torch.log_softmax(logits[0, -1].double(), -1).tolist()\n"
         "                cands += [(lp + l, tokens + [v]) for v, l in enumerate(logp)]\n"
         "            open_ = []\n            for lp, tokens in heapq.nlargest(beam_size, cands, key=lambda c: c[0]):\n"
@@ -472,7 +484,8 @@ HUNT_CORRECT = {
         "        weights = weights / weights.sum(dim=-1, keepdim=True)\n")], {"8"}),
     "greedy_translate by the whole forward at every step": ([(
         "        enc, state = model.encode(src)\n        token = torch.full_like(src[:, 0], BOS)\n        rows = []\n"
-        "        for _ in range(max_len):\n" + TRANSLATE_STEP + "        out = torch.stack(rows, dim=1).tolist()\n",
+        "        for _ in range(max_len):\n" + TRANSLATE_STEP +
+        "        out = torch.stack(rows, dim=1).tolist() if rows else [[] for _ in range(src.size(0))]  # max_len may be 0\n",
         "        tgt = torch.full_like(src[:, :1], BOS)\n        for _ in range(max_len):\n"
         "            logits, _ = model(src, src != PAD, tgt)\n"
         "            tgt = torch.cat([tgt, logits[:, -1].argmax(dim=-1, keepdim=True)], dim=1)\n"
@@ -485,6 +498,204 @@ def run_in_process(text: str, questions: set) -> set:
     """The failing checks of `questions` (but the trainings) for the module `text`, graded in this process."""
     names = {fn.lmgrade_check.name for fn in RNN_LM.checks() if fn.lmgrade_check.question in questions}
     return failing_in_process("rnn_lm", text, names - TRAININGS)
+
+
+# ---- the third hunt: extreme values, devices, returned types and edge arguments -----------------
+# Bugs written the way students write them, each caught in its own question (graded in this process,
+# on the question's checks but the trainings, as the second hunt).
+GREEDY_FEED = ("    device = model_device(model)  # a model on a GPU needs its tokens there\n    with torch.no_grad():\n"
+               "        logits, state = model(torch.tensor([prefix], device=device), None)\n")
+GREEDY_LOOP = ("        out = []\n        for _ in range(max_len):\n            token = int(logits[0, -1].argmax())\n"
+               "            out.append(token)\n            if token == eos_id:\n                break\n")
+SAMPLE_FEED = ("    device = model_device(model)\n    with torch.no_grad():\n"
+               "        logits, state = model(torch.tensor([prefix], device=device), None)\n        out = []\n"
+               "        for _ in range(max_len):\n            probs")
+BEAM_FEED = ("        logits, state = model(torch.tensor([prefix], device=device), None)\n"
+             "        beam = [([], 0.0, logits[0, -1], state)]\n")
+S2S_FORWARD = ("        enc, state = self.encode(src)\n        logits, weights = [], []\n        for i in range(tgt_in.size(1)):\n"
+               "            step_logits, state, w = self.decode_step(tgt_in[:, i], state, enc, src_mask)\n"
+               "            logits.append(step_logits)\n            weights.append(w)\n"
+               "        return torch.stack(logits, dim=1), torch.stack(weights, dim=1)\n")
+HGN_START = ("        if state is None:\n            h = x.new_zeros(x.size(0), cell.hidden_size)\n"
+             "            state = (h, h) if isinstance(cell, LSTMCell) else h\n")
+LSTM_LOOP = ("        outputs = []\n        for t in range(x.size(1)):\n            state = self.cell(x[:, t], state)\n"
+             "            outputs.append(state[0])\n        return torch.stack(outputs, dim=1), state\n")
+TRAIN_LOSS = "        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))\n"
+ATTENTION = {"public_attention", "attention_hidden"}
+
+HUNT_BUGS |= {
+    # 1. extreme values: logits, scores and pre-activations of hundreds
+    "tanh written with exp by hand": ([(RNN_CELL,
+        "        a = x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T + self.bias_hh\n"
+        "        e = torch.exp(2 * a)\n        return (e - 1) / (e + 1)")], "1", {"public_rnn", "rnn_cell_hidden"}),
+    "LSTM sigmoid as exp(z) / (1 + exp(z))": ([(C_UPDATE,
+        "        def sigmoid(z):\n            return torch.exp(z) / (1 + torch.exp(z))\n\n"
+        "        c = sigmoid(f) * c + sigmoid(i) * torch.tanh(g)"),
+        ("        h = torch.sigmoid(o) * torch.tanh(c)\n        return h, c\n",
+         "        h = sigmoid(o) * torch.tanh(c)\n        return h, c\n")], "2", {"public_lstm", "lstm_cell_hidden"}),
+    "lm_loss as -log(softmax) at the target": ([(LOSS_TAIL, LOSS_TAIL.replace(
+        "    losses = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), reduction=\"none\")\n",
+        "    probs = torch.softmax(logits, dim=-1).reshape(-1, logits.size(-1))\n"
+        "    losses = -torch.log(probs.gather(1, targets.reshape(-1, 1)))[:, 0]\n"))], "3",
+        {"public_rnnlm", "lm_loss_hidden"}),
+    "train_lm loss as -log(softmax) at the targets": ([(TRAIN_LOSS,
+        "        probs = torch.softmax(logits, dim=-1)\n"
+        "        loss = -torch.log(probs.gather(-1, targets[..., None])).mean()\n")], "4",
+        {"public_train_lm", "train_lm_exact"}),
+    "sample normalises exp(logits / T) by hand": ([(TEMPERATURE,
+        "            weights = torch.exp(logits[0, -1].double() / temperature)\n"
+        "            probs = (weights / weights.sum()).cpu()")], "6", {"public_sample", "sample_hidden"}),
+    "beam log-probabilities as log(softmax)": ([(
+        "                scores = torch.log_softmax(last.double(), dim=-1)",
+        "                scores = torch.log(torch.softmax(last.double(), dim=-1))")], "6", {"public_decoding", "beam_narrow"}),
+    "greedy argmax of exp(logits) normalised by hand": ([(GREEDY_LOOP, GREEDY_LOOP.replace(
+        "            token = int(logits[0, -1].argmax())\n",
+        "            p = torch.exp(logits[0, -1])\n            token = int((p / p.sum()).argmax())\n"))], "6",
+        {"greedy_hidden"}),
+    "attention softmax by hand, exp(scores) / sum": ([(ATTN_SOFTMAX,
+        "        e = torch.exp(scores)\n        weights = e / e.sum(dim=-1, keepdim=True)")], "8", ATTENTION),
+    "train_seq2seq loss as -log(softmax) over real targets": ([(SEQ2SEQ_LOSS,
+        "        logp = torch.log(torch.softmax(logits, dim=-1)).reshape(-1, logits.size(-1))\n"
+        "        keep = (y.reshape(-1) != PAD).to(logp.dtype)\n"
+        "        loss = -(logp.gather(1, y.reshape(-1, 1))[:, 0] * keep).sum() / keep.sum()")], "8", S2S_EXACT),
+    # 2. tensors made on torch's default device
+    "greedy_decode feeds tensors made on the default device": ([(GREEDY_FEED, GREEDY_FEED.replace(", device=device", "")),
+        ("            logits, state = model(torch.tensor([[token]], device=device), state)\n    return out\n\n\ndef sample",
+         "            logits, state = model(torch.tensor([[token]]), state)\n    return out\n\n\ndef sample")], "6",
+        {"greedy_hidden"}),
+    "sample feeds the prefix made on the default device": ([(SAMPLE_FEED, SAMPLE_FEED.replace(", device=device", ""))],
+                                                           "6", {"sample_hidden"}),
+    "beam_search feeds the prefix made on the default device": ([(BEAM_FEED, BEAM_FEED.replace(", device=device", ""))],
+                                                                "6", {"beam_narrow"}),
+    "hidden_grad_norms zero state by torch.zeros (no device)": ([(HGN_START, HGN_START.replace(
+        "x.new_zeros(x.size(0), cell.hidden_size)", "torch.zeros(x.size(0), cell.hidden_size, dtype=x.dtype)"))], "5",
+        {"hidden_grad_norms_hidden"}),
+    "greedy_translate <s> column by torch.full (no device)": ([("        token = torch.full_like(src[:, 0], BOS)\n",
+        "        token = torch.full((src.size(0),), BOS)\n")], "8", {"greedy_translate_hidden"}),
+    "Seq2Seq logits preallocated by torch.zeros (no device)": ([(S2S_FORWARD,
+        "        enc, state = self.encode(src)\n        B, T = tgt_in.shape\n"
+        "        logits = torch.zeros(B, T, self.out.out_features, dtype=enc.dtype)\n        weights = []\n"
+        "        for i in range(T):\n"
+        "            logits[:, i], state, w = self.decode_step(tgt_in[:, i], state, enc, src_mask)\n"
+        "            weights.append(w)\n        return logits, torch.stack(weights, dim=1)\n")], "8",
+        {"seq2seq_forward_hidden"}),
+    # 3. returned types and edge arguments the docstrings fix
+    "clip_grad_norm returns the norm as a tensor": ([("    return float(total)", "    return total")], "4",
+                                                    {"public_tbptt_pieces", "clip_hidden"}),
+    "train_lm returns loss tensors": ([("        losses.append(loss.item())\n        i += bptt\n",
+                                        "        losses.append(loss.detach())\n        i += bptt\n")], "4",
+                                      {"public_train_lm", "train_lm_exact", "train_lm_repeatable"}),
+    "train_seq2seq returns loss tensors": ([("        losses.append(loss.item())\n    return losses\n\n\ndef greedy_translate",
+                                             "        losses.append(loss.detach())\n    return losses\n\n\ndef greedy_translate")],
+                                           "8", S2S_EXACT),
+    "greedy_decode checks max_len after emitting (max_len=0 gives a token)": ([(GREEDY_LOOP,
+        "        out = []\n        while True:\n            token = int(logits[0, -1].argmax())\n"
+        "            out.append(token)\n            if token == eos_id or len(out) >= max_len:\n                break\n")],
+        "6", {"public_decoding", "greedy_hidden"}),
+    "greedy_translate stacks no rows at max_len=0": ([(
+        "        out = torch.stack(rows, dim=1).tolist() if rows else [[] for _ in range(src.size(0))]  # max_len may be 0\n",
+        "        out = torch.stack(rows, dim=1).tolist()\n")], "8", {"public_seq2seq", "greedy_translate_hidden"}),
+}
+
+HUNT_CORRECT |= {
+    "hidden_grad_norms with a local variable named lstm": ([(HGN_START,
+        "        lstm = isinstance(cell, LSTMCell)\n        if state is None:\n"
+        "            h = x.new_zeros(x.size(0), cell.hidden_size)\n            state = (h, h) if lstm else h\n")], {"5"}),
+    "LSTMLayer from a zero-state buffer, over x.unbind(1)": ([
+        ("        self.cell = LSTMCell(input_size, hidden_size)\n",
+         "        self.cell = LSTMCell(input_size, hidden_size)\n"
+         "        self.register_buffer(\"zero\", torch.zeros(1, hidden_size))  # moves and casts with the module\n"),
+        ("            h = x.new_zeros(x.size(0), self.cell.hidden_size)\n            state = (h, h)\n",
+         "            h = self.zero.to(x.dtype).expand(x.size(0), -1)\n            state = (h, h)\n"),
+        (LSTM_LOOP, "        outputs = []\n        for x_t in x.unbind(1):\n            state = self.cell(x_t, state)\n"
+                    "            outputs.append(state[0])\n        return torch.stack(outputs, dim=1), state\n")], {"2", "3"}),
+    "stable softmax by hand (max subtracted) in sample and attention": ([
+        (TEMPERATURE, "            z = logits[0, -1].double() / temperature\n            e = torch.exp(z - z.max())\n"
+                      "            probs = (e / e.sum()).cpu()"),
+        (ATTN_SOFTMAX, "        e = torch.exp(scores - scores.max(dim=-1, keepdim=True).values)\n"
+                       "        weights = e / e.sum(dim=-1, keepdim=True)")], {"6", "8"}),
+    "clip by torch.nn.utils.clip_grad_norm_ as a float; lm_loss by nll_loss of log_softmax in float64": ([
+        (CLIP_BODY, "    return float(torch.nn.utils.clip_grad_norm_(parameters, max_norm))\n"),
+        ("    grads = [p.grad for p in parameters if p.grad is not None]\n",
+         "    parameters = [p for p in parameters if p.grad is not None]\n    grads = parameters\n"),
+        (LOSS_TAIL.split("\n")[0] + "\n", "    losses = F.nll_loss(F.log_softmax(logits.reshape(-1, logits.size(-1)).double(), -1), "
+                                         "targets.reshape(-1), reduction=\"none\").to(logits.dtype)\n")], {"3", "4"}),
+    "decoders build tokens by as_tensor on the model's device; greedy_translate guards max_len=0": ([
+        (GREEDY_FEED, GREEDY_FEED.replace("torch.tensor([prefix], device=device)",
+                                          "torch.as_tensor(prefix, device=device)[None]")),
+        ("        out = torch.stack(rows, dim=1).tolist() if rows else [[] for _ in range(src.size(0))]  # max_len may be 0\n",
+         "        if not rows:\n            return [[] for _ in range(src.size(0))]\n"
+         "        out = torch.stack(rows, dim=1).tolist()\n")], {"6", "8"}),
+}
+
+
+# Second-hunt bugs that a public check now catches too (the public checks were extended with inputs chosen
+# for them: float64 calls, call_pure, tied weights, N % B == 0, the wrap-around at L - 1, an LSTM state in
+# hidden_grad_norms, a sampler seeds and frequencies, whole beams, Seq2Seq and greedy_translate).
+NOW_PUBLIC = {
+    "public_rnn": (
+        "RNNLayer outputs preallocated by torch.zeros (float32 whatever x is)",
+        "RNNLayer writes each state into h0",
+        "RNNLayer zeros made without the device",
+    ),
+    "public_lstm": (
+        "LSTM cell state updated in place (the caller's c)",
+        "LSTMLayer zero cell state made as float32 on the CPU",
+    ),
+    "public_rnnlm": (
+        "RNNLM forward drops the given state",
+        "lm_loss writes -100 into the caller's tokens",
+        "tied sizes checked by assert",
+        "lm_loss returns loss.item()",
+        "tied by nn.Parameter(embedding.weight) (a second parameter)",
+    ),
+    "public_tbptt_pieces": (
+        "batchify cuts with stream[:-(N % B)]",
+        "detach_state detaches in place",
+        "detach_state returns a list for a pair",
+        "detach_state clones instead of detaching",
+        "clip_grad_norm walks the parameters generator twice",
+        "clip_grad_norm without the 1e-6",
+        "clip_grad_norm fails when no parameter has a gradient",
+    ),
+    "public_train_lm": (
+        "train_lm wraps around at i >= L (an empty chunk)",
+        "train_lm wraps around but keeps the state",
+    ),
+    "public_hidden_grad_norms": (
+        "hidden_grad_norms in float32 (a tensor of .item()s)",
+        "hidden_grad_norms ignores the given state",
+        "hidden_grad_norms of an LSTM's c",
+    ),
+    "public_decoding": (
+        "greedy_decode appends to the caller's prefix",
+        "beam stops once beam_size hypotheses are finished",
+        "beam drops the hypotheses still open at max_len",
+        "beam keeps finished hypotheses in the beam, competing for places",
+    ),
+    "public_sample": (
+        "temperature applied after the softmax",
+        "temperature multiplies the logits",
+        "generator made without the seed",
+        "generator not passed to multinomial",
+        "sample seeds torch's global generator",
+        "sample extends the caller's prefix",
+        "sample feeds only the last token of the prefix",
+    ),
+    "public_seq2seq": (
+        "attention masked after the softmax, not renormalized",
+        "attention scores divided by sqrt(attn_size)",
+        "decoder attends with the new h",
+        "greedy_translate without the source mask",
+        "greedy_translate feeds <s> at every step",
+        "greedy_translate starts the decoder from zeros",
+        "attention keys projected without key_proj's bias",
+    ),
+}
+for _check, _names in NOW_PUBLIC.items():
+    for _name in _names:
+        _replacements, _question, _expected = HUNT_BUGS[_name]
+        HUNT_BUGS[_name] = (_replacements, _question, _expected | {_check})
 
 
 def test_hunt_bugs_are_caught_in_their_own_question():

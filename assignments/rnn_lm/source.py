@@ -264,6 +264,8 @@ class GRULayer(nn.Module):
 # during training. `lm_loss` returns the mean cross-entropy over the predicted tokens; when a
 # `pad_id` is given, sequences are padded at the end with it, and positions whose **target** is
 # padding are left out of the mean (a mean over real tokens only, not over `B * (T - 1)`).
+# A confident model has logits of hundreds: `-log(softmax(z))` then takes the log of an underflowed
+# 0 (infinite loss); `F.cross_entropy` (or `log_softmax`) computes it stably.
 #
 # `layer` is the class of the recurrent layer (`RNNLayer`, `LSTMLayer` or `GRULayer`); all three
 # take and return a state as in Q1 and Q2, so `forward` does not need to know which one it has.
@@ -518,14 +520,18 @@ plt.show()
 # A language model gives a distribution over the next token; decoding turns it into a sequence.
 # All three functions take a `model` with `forward(tokens (1, T), state) -> (logits (1, T, V), state)`,
 # a `prefix` (a non-empty list of token ids to condition on), `max_len` (the most tokens to
-# generate) and `eos_id`; they return only the **generated** tokens, and generation stops right
-# after `eos_id` is generated (it is included). Feed the prefix once, then one token at a time
-# with the state (do not re-run the whole sequence at every step).
+# generate; 0 gives `[]`) and `eos_id`; they return only the **generated** tokens, and generation
+# stops right after `eos_id` is generated (it is included). Feed the prefix once, then one token at
+# a time with the state (do not re-run the whole sequence at every step). The model may sit on a
+# GPU: make every tensor you feed it on its device, `torch.tensor([prefix], device=model_device(model))`
+# (`model_device` is given below). Logits can be large (thousands): use `torch.softmax` and
+# `torch.log_softmax`, never `exp` by hand, which overflows.
 #
 # - **Greedy**: the most probable token at every step (ties: the lowest id, as `argmax` does).
 # - **Sampling with temperature** $\tau$: sample from $\mathrm{softmax}(z / \tau)$. Create **one**
 #   `torch.Generator` seeded with `seed` per call and draw every token from it
-#   (`torch.multinomial(probs, 1, generator=g)`), so that a seed gives one reproducible sequence.
+#   (`torch.multinomial(probs, 1, generator=g)` with `probs` on the CPU, the generator's device), so
+#   that a seed gives one reproducible sequence. A tiny temperature (0.01) must still work.
 # - **Beam search** of width $k$. A hypothesis is a list of generated tokens and its log-probability
 #   (natural log, the sum over its tokens). Start with the empty hypothesis. At each of at most
 #   `max_len` steps, extend every *open* hypothesis by every token, keep the $k$ extensions with the
@@ -534,7 +540,7 @@ plt.show()
 #   finished. Return the finished hypotheses as `(tokens, score)` pairs sorted by score, best first,
 #   at most $k$ of them, with the **length-normalized** score
 #   $\mathrm{score} = \log p(\text{tokens} \mid \text{prefix}) / |\text{tokens}|^{\alpha}$
-#   ($\alpha = 0$: plain log-probability, which favours short outputs; $\alpha = 1$: per token).
+#   ($\alpha = 0$: plain log-probability, which favours short outputs; $\alpha = 1$: per token); `max_len=0` returns `[([], 0.0)]`.
 #
 # `TableModel` below is a tiny language model given by a table of logits indexed by the previous
 # two tokens; the grader tests your decoders on such models (so a bug in your `RNNLM` does not
@@ -561,18 +567,28 @@ class TableModel(nn.Module):
         return self.table[previous, tokens], tokens[:, -1]
 
 
+def model_device(model):
+    """Given: where the model's tensors live (its first parameter or buffer), so the tokens fed to it go there too."""
+    for tensor in model.parameters():
+        return tensor.device
+    for tensor in model.buffers():
+        return tensor.device
+    return torch.device("cpu")
+
+
 def greedy_decode(model, prefix, max_len, eos_id):
     """The most probable token at each step, at most max_len tokens, stopping after eos_id; a list of ints."""
     # BEGIN SOLUTION: greedy_decode: feed the prefix, then repeatedly take the argmax of the last logits and feed it back with the state
+    device = model_device(model)  # a model on a GPU needs its tokens there
     with torch.no_grad():
-        logits, state = model(torch.tensor([prefix]), None)
+        logits, state = model(torch.tensor([prefix], device=device), None)
         out = []
         for _ in range(max_len):
             token = int(logits[0, -1].argmax())
             out.append(token)
             if token == eos_id:
                 break
-            logits, state = model(torch.tensor([[token]]), state)
+            logits, state = model(torch.tensor([[token]], device=device), state)
     return out
     # END SOLUTION
 
@@ -581,16 +597,17 @@ def sample(model, prefix, max_len, eos_id, temperature=1.0, seed=0):
     """One sequence sampled from softmax(logits / temperature) with one torch.Generator seeded by seed."""
     # BEGIN SOLUTION: sample: one torch.Generator().manual_seed(seed); at each step softmax(logits / temperature) and torch.multinomial with that generator
     generator = torch.Generator().manual_seed(seed)
+    device = model_device(model)
     with torch.no_grad():
-        logits, state = model(torch.tensor([prefix]), None)
+        logits, state = model(torch.tensor([prefix], device=device), None)
         out = []
         for _ in range(max_len):
-            probs = torch.softmax(logits[0, -1].double() / temperature, dim=-1)
+            probs = torch.softmax(logits[0, -1].double() / temperature, dim=-1).cpu()  # the generator's device
             token = int(torch.multinomial(probs, 1, generator=generator))
             out.append(token)
             if token == eos_id:
                 break
-            logits, state = model(torch.tensor([[token]]), state)
+            logits, state = model(torch.tensor([[token]], device=device), state)
     return out
     # END SOLUTION
 
@@ -598,8 +615,11 @@ def sample(model, prefix, max_len, eos_id, temperature=1.0, seed=0):
 def beam_search(model, prefix, beam_size, max_len, eos_id, alpha=1.0):
     """Beam search; a list of at most beam_size (tokens, score) pairs, best first, score = logprob / len**alpha."""
     # BEGIN SOLUTION: beam_search: open hypotheses (tokens, logprob, logits, state); extend all, keep the beam_size best by logprob, move those ending in eos to finished
+    if max_len == 0:
+        return [([], 0.0)]  # the empty hypothesis: nothing generated, log-probability 0
+    device = model_device(model)
     with torch.no_grad():
-        logits, state = model(torch.tensor([prefix]), None)
+        logits, state = model(torch.tensor([prefix], device=device), None)
         beam = [([], 0.0, logits[0, -1], state)]
         finished = []
         for _ in range(max_len):
@@ -614,7 +634,7 @@ def beam_search(model, prefix, beam_size, max_len, eos_id, alpha=1.0):
                 if tokens[-1] == eos_id:
                     finished.append((tokens, logprob))
                 else:
-                    logits, new_state = model(torch.tensor([[tokens[-1]]]), st)
+                    logits, new_state = model(torch.tensor([[tokens[-1]]], device=device), st)
                     beam.append((tokens, logprob, logits[0, -1], new_state))
             if not beam:
                 break
@@ -695,7 +715,8 @@ for temperature in (0.5, 1.0):
 # padding): decoder inputs `[<s>] + tgt[:, :-1]`, the mean cross-entropy over non-padding targets,
 # `torch.optim.Adam(model.parameters(), lr=lr)`, step `k` on rows `k*batch_size % N` up to that plus
 # `batch_size` (N is a multiple of batch_size; no shuffling: the grader's data is already random),
-# clipping with your `clip_grad_norm` at `clip`. `greedy_translate` decodes a batch greedily.
+# clipping with your `clip_grad_norm` at `clip`; it returns the losses as Python floats, and moves
+# the data to the model's device. `greedy_translate` decodes a batch greedily (`max_len=0`: empty rows).
 # As in Q7, `train_seq2seq` trains the model it is given, in place, from the weights the grader
 # loaded into it (drawn for your submission alone): weights from anywhere else earn nothing.
 
@@ -801,7 +822,7 @@ def greedy_translate(model, src, max_len):
             logits, state, _ = model.decode_step(token, state, enc, src != PAD)
             token = logits.argmax(dim=-1)
             rows.append(token)
-        out = torch.stack(rows, dim=1).tolist()
+        out = torch.stack(rows, dim=1).tolist() if rows else [[] for _ in range(src.size(0))]  # max_len may be 0
     return [row[:row.index(EOS)] if EOS in row else row for row in out]
     # END SOLUTION
 
