@@ -152,8 +152,9 @@ class Context:
         Why only from a check that passes: call it after the check has accepted the model's provenance;
         the runner keeps what a check published only if the whole check passes, so a pasted model never
         gets an entry. `held_out` (default: the check is hidden) says the value comes from data students
-        never see; such a value goes to the TA's leaderboard.csv and report.html, never to Gradescope's
-        leaderboard, which students see before the deadline. A value that is not finite (a nan
+        never see; such a value goes to the TA's leaderboard.csv and report.html, and to Gradescope's
+        leaderboard, which students see before the deadline, only when course staff built the
+        autograder with `--leaderboard`. A value that is not finite (a nan
         perplexity) is refused with a note; the check's own verdict is left alone.
         """
         entry = leaderboard_entry(name, value, order, not self.spec.public if held_out is None else held_out)

@@ -42,11 +42,13 @@ def failing_in_process(assignment_id: str, text: str, check_names: set) -> set:
     return failed
 
 
-def run_check_recording(assignment_id: str, submission, check_name: str, reference_results: dict):
+def run_check_recording(assignment_id: str, submission, check_name: str, reference_results: dict,
+                        published: list | None = None):
     """Run one check in this process on the module `submission`, with given cached reference results.
 
     Returns (the exception it raised or None, every array sent to the student's side), so a test
-    can both fake a reference figure and see what crossed.
+    can both fake a reference figure and see what crossed; `published` collects the leaderboard
+    entries the check published, whatever its verdict.
     """
     import numpy as np
 
@@ -67,6 +69,9 @@ def run_check_recording(assignment_id: str, submission, check_name: str, referen
         fn(ctx)
     except Exception as exc:  # noqa: BLE001 - the caller asserts which
         return exc, sent
+    finally:
+        if published is not None:
+            published.extend(ctx.published)
     return None, sent
 
 

@@ -130,8 +130,10 @@ def rnn_attack(names, which: str, kind: str, honest_first: bool):
 @pytest.mark.parametrize("honest_first", [False, True], ids=["always pasted", "honest short runs"])
 def test_rnn_lm_pasted_weights_earn_nothing(short_rnn, which, check, kind, honest_first):
     submission = rnn_attack(short_rnn, which, kind, honest_first)
-    error, _ = run_check_recording("rnn_lm", submission, check, rnn_results(short_rnn))  # any threshold passes
+    published = []
+    error, _ = run_check_recording("rnn_lm", submission, check, rnn_results(short_rnn), published)  # any threshold passes
     assert fails_for_provenance(error), error
+    assert published == []  # refused before the figure is measured: no leaderboard entry
     if honest_first:  # the exact steps pass: the statistic decides
         assert "do not descend" in str(error)
 
@@ -238,8 +240,11 @@ FAKE_FIGURES = {"shakespeare": 1e6, "synthetic": 1e6, "sort": 0.0}  # thresholds
 @pytest.mark.parametrize("honest_first", [False, True], ids=["always pasted", "honest short runs"])
 def test_transformer_pasted_weights_earn_nothing(short_transformer, check, kind, honest_first):
     submission = transformer_attack(short_transformer, check, kind, honest_first)
-    error, _ = run_check_recording("transformer", submission, check, transformer_results(short_transformer, FAKE_FIGURES))
+    published = []
+    error, _ = run_check_recording("transformer", submission, check, transformer_results(short_transformer, FAKE_FIGURES),
+                                   published)
     assert fails_for_provenance(error), error
+    assert published == []  # refused before the figure is measured: no leaderboard entry
     if honest_first:
         assert "do not descend" in str(error)
 

@@ -23,6 +23,9 @@ def test_staff_solution_passes_every_check_without_failures(solution_notebook):
     assert {r.name: r.output for r in report.results if not r.passed} == {}
     assert report.score == report.max_score + sum(r.max_score for r in report.results if r.extra)
     assert {r.question for r in report.results} == set(RNN_LM.questions)
+    board = {e["name"]: e for e in report.leaderboard}  # both trained models, accepted, on the leaderboard
+    assert set(board) == {"rnn_lm Q7: test perplexity per character", "rnn_lm Q8: reversal exact match"}
+    assert board["rnn_lm Q8: reversal exact match"]["order"] == "desc" and all(e["held_out"] for e in board.values())
 
 
 def test_untouched_starter_scores_zero_with_a_message_per_check():

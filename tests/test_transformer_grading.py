@@ -20,6 +20,8 @@ def test_staff_solution_passes_every_check(solution_notebook):
     assert {r.name: r.output for r in report.results if not r.passed} == {}
     assert report.score == report.max_score
     assert {r.question for r in report.results} == set(TRANSFORMER.questions)
+    board = {e["name"] for e in report.leaderboard}  # both trained models, accepted, on the leaderboard
+    assert board == {"transformer Q6: test perplexity per character", "transformer Q8: sorting exact match"}
 
 
 def test_untouched_starter_scores_zero_with_a_message_per_check():

@@ -1191,6 +1191,7 @@ def shakespeare_lstm(t):
     if ppl < reference * 0.7:
         raise CheckFailed(f"{what}: perplexity {ppl:.3f} on the test plays, far below what these settings reach "
                           f"({reference:.3f}); the grader does not trust it.")
+    t.publish("rnn_lm Q7: test perplexity per character", ppl)  # kept only if the check passes
     t.note(assert_perplexity(ppl, reference * (1 + PPL_MARGIN), "Your trained LSTM on the test plays (per character)"))
 
 
@@ -1470,4 +1471,5 @@ def seq2seq_reversal(t):
     if accuracy < Q8_MIN_ACCURACY:
         raise CheckFailed(line + ". Check the loss (padding ignored), the decoder inputs [<s>] + targets, and the "
                                  "attention mask.")
+    t.publish("rnn_lm Q8: reversal exact match", accuracy, order="desc")
     t.note(line)

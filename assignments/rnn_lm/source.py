@@ -488,7 +488,7 @@ def hidden_grad_norms(cell, x, state=None):
 # and an LSTM, over 60 random steps: the norm of the gradient reaching each earlier step, on a log
 # scale.
 
-# %%
+# %% tags=["figure"]
 import matplotlib.pyplot as plt
 
 torch.manual_seed(0)
@@ -506,13 +506,31 @@ ax.set(xlabel="step t", ylabel="norm of dL/dh_t (L at the last step)")
 ax.legend()
 plt.show()
 
-# %% [markdown]
-# **Question (written, not auto-graded).** In the plot, how many steps back does the gradient of the
-# tanh RNN with $\|W_{hh}\| = 0.5$ fall below $10^{-6}$ of its value at the last step? Why does a
-# larger $\|W_{hh}\|$ not simply fix vanishing gradients (look at the curve for 3, and think about
-# what tanh does to large pre-activations), and what does gradient clipping do, and not do, about it?
+# %% [markdown] tags=["written"]
+# ### Written question 1: vanishing gradients at small and large $W_{hh}$
 #
+# In the plot, how many steps back does the gradient of the tanh RNN with $\|W_{hh}\| = 0.5$ fall
+# below $10^{-6}$ of its value at the last step, and with $\|W_{hh}\| = 1$? Why does a larger
+# $\|W_{hh}\|$ not simply fix vanishing gradients (look at the curve for 3, and think about what tanh
+# does to large pre-activations), and what does gradient clipping do, and not do, about it?
+
+# %% [markdown] tags=["answer", "starter"]
 # *Your answer:*
+
+# %% [markdown] tags=["answer", "solution"]
+# *Staff answer.* With $\|W_{hh}\| = 0.5$ the gradient falls below $10^{-6}$ of its last value about
+# 10 steps back, with $\|W_{hh}\| = 1$ about 17 steps back: each step multiplies it by
+# $\mathrm{diag}(\tanh')\,W_{hh}^\top$, whose norm is at most $\|W_{hh}\|$ and less where tanh
+# saturates, so it shrinks geometrically. With $\|W_{hh}\| = 3$ the curve stays near its last
+# value: large pre-activations drive most units into saturation, where $\tanh' \approx 0$, and the
+# few unsaturated directions are stretched by up to 3; the two effects roughly balance, so the
+# gradient neither vanishes nor grows much here. But it flows through a few unsaturated units only,
+# and a saturated state hardly responds to its input, so the network learns slowly and its state
+# carries little about the past. A larger $W_{hh}$ trades vanishing for saturation (and, where
+# fewer units saturate, for exploding gradients), not for useful long-range gradients. Clipping rescales the whole gradient when its
+# norm exceeds a threshold: it stops an exploding gradient from wrecking an update, but it only ever
+# shrinks, so it cannot bring back a gradient that has vanished. That needs another architecture
+# (the LSTM's additive cell path, with forget gates near 1).
 
 # %% [markdown]
 # ## Q6. Decoding
@@ -682,11 +700,31 @@ plt.show()
 # %% [markdown]
 # **Samples** from your trained model (with your Q6 `sample`, at two temperatures):
 
-# %%
+# %% tags=["figure"]
 prompt = [char_id[ch] for ch in "first citizen:\n"]
 for temperature in (0.5, 1.0):
     ids = sample(lm, prompt, 200, eos_id=-1, temperature=temperature, seed=1)
     print(f"--- temperature {temperature}\n" + "".join(chars[i] for i in ids))
+
+# %% [markdown] tags=["written"]
+# ### Written question 2: temperature
+#
+# Compare your two samples. What changes from temperature 0.5 to 1.0 (spelling, words that exist,
+# repetition, line structure), and why, in terms of what dividing the logits by the temperature does
+# to the distribution? What would temperature 0 give, and what would a very high one give?
+
+# %% [markdown] tags=["answer", "starter"]
+# *Your answer:*
+
+# %% [markdown] tags=["answer", "solution"]
+# *Staff answer.* Dividing the logits by $T$ before the softmax sharpens the distribution for
+# $T < 1$ and flattens it for $T > 1$. At 0.5 the model keeps to its likeliest characters: mostly
+# real, frequent words, speaker names and line breaks in the right places, but also repetition (the
+# same phrases and words again and again). At 1.0 it samples from the distribution it learned:
+# more varied text with more invented or misspelt words and odd punctuation, since every unlikely
+# character gets its full share. Temperature 0 is greedy decoding (argmax, the same text every time,
+# usually stuck in a loop); a very high temperature approaches the uniform distribution over the
+# characters, gibberish.
 
 # %% [markdown]
 # ## Q8. An encoder–decoder with additive attention
@@ -832,7 +870,7 @@ def greedy_translate(model, src, max_len):
 # ones, and look at where the decoder attends: for reversal, the weights should form an
 # anti-diagonal.
 
-# %%
+# %% tags=["figure"]
 def digit_pairs(n, generator):
     lengths = torch.randint(3, 9, (n,), generator=generator)
     src = torch.zeros(n, 8, dtype=torch.long)
@@ -861,10 +899,34 @@ plt.imshow(weights[0], cmap="viridis")
 plt.xlabel("source position"), plt.ylabel("target position")
 plt.show()
 
+# %% [markdown] tags=["written"]
+# ### Written question 3: where the decoder looks
+#
+# Describe your attention map for one reversed string. Why is its bright path an anti-diagonal, what
+# does the last row (the step that writes the end token) attend to, and how would the map look for
+# copying instead of reversing? What does attention give the decoder that the encoder's final state
+# alone would not?
+
+# %% [markdown] tags=["answer", "starter"]
+# *Your answer:*
+
+# %% [markdown] tags=["answer", "solution"]
+# *Staff answer.* Reversal writes the last source digit first: target position $i$ copies source
+# position $L - 1 - i$ for a string of length $L$, so each row puts its weight on that one source
+# position and the bright cells run from the top right to the bottom left. The last row, which writes
+# the end token, has no digit to copy; its weight is spread, often on the first source positions or
+# on the end of the source, whatever the model uses to tell that the string is done (padded positions
+# get none, by the mask). For copying the path would be the main diagonal. Without attention the
+# decoder would have to recover every digit from one fixed-size vector, the encoder's last state,
+# which works for short strings and degrades with length; attention lets each step read the one
+# encoder state it needs directly.
+
 # %% [markdown]
 # ## Done?
 #
-# Save the notebook, run the public checks one last time, and submit `rnn_lm.ipynb`.
+# Save the notebook, run the public checks one last time, then make the PDF of your written
+# answers with `lmgrade export rnn_lm.ipynb` and upload it to the written assignment. Submit
+# `rnn_lm.ipynb`.
 
 # %%
 from autograder import check_notebook

@@ -1224,6 +1224,7 @@ def shakespeare_perplexity(t):
     if ppl < reference * BELOW_REFERENCE:
         raise CheckFailed(f"{what}: perplexity {ppl:.3f} on the test plays, far below what these settings reach "
                           f"({reference:.3f}); the grader does not trust it. No points.")
+    t.publish("transformer Q6: test perplexity per character", ppl)  # kept only if the check passes
     t.note(assert_perplexity(ppl, reference * (1 + SHAKESPEARE_MARGIN),
                              "Your model on the test plays (nats -> perplexity per character)"))
 
@@ -1843,4 +1844,5 @@ def seq2seq_sorting(t):
     line = f"Exact-match accuracy on {SORT_EVAL} fresh strings: {accuracy:.3f} (needed {needed:.3f})"
     if accuracy < needed:
         raise CheckFailed(f"{what}: {line}.")
+    t.publish("transformer Q8: sorting exact match", accuracy, order="desc")
     t.note(line)

@@ -555,6 +555,39 @@ plt.xlabel("step")
 plt.ylabel("training loss (nats / char)")
 plt.show()
 
+# %% tags=["figure"]
+steps = range(settings["steps"])
+schedule = [lr_at(s, settings["max_lr"], settings["warmup_steps"], settings["steps"], settings["min_lr"]) for s in steps]
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.2))
+ax1.plot(steps, schedule)
+ax1.set(xlabel="step", ylabel="learning rate", title="lr_at: warmup, then cosine")
+ax2.plot(losses)
+ax2.set(xlabel="step", ylabel="training loss (nats / char)", title="your train_lm")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown] tags=["written"]
+# ### Written question 1: the learning-rate schedule
+#
+# Put your loss curve beside the schedule. Why does training start with a warmup instead of the
+# full learning rate at step 0 (think of Adam's second-moment estimate in the first steps, and of
+# the random initial weights), and why decay to `min_lr` at the end? Where on your curve does the
+# loss fall fastest, and what happens to its noise as the rate decays?
+
+# %% [markdown] tags=["answer", "starter"]
+# *Your answer:*
+
+# %% [markdown] tags=["answer", "solution"]
+# *Staff answer.* In the first steps Adam's estimate of each gradient's second moment comes from
+# very few gradients, so its per-parameter step sizes are unreliable, and the random initial weights
+# give large, badly aligned gradients: a full learning rate at once can throw the weights into a
+# region the model has trouble leaving (loss spikes, saturated softmaxes, diverging norms). The
+# warmup lets the moment estimates settle while steps are small. The loss falls fastest early, right
+# after the warmup, when the rate is near its maximum and the model learns the easy structure
+# (character frequencies, common pairs). Decaying the rate later shrinks the steps, so the noise of
+# the minibatch loss narrows and the weights settle into a minimum instead of bouncing around it;
+# ending at `min_lr` rather than 0 keeps the last steps useful.
+
 # %% [markdown]
 # ## Q7. Generation with a KV cache
 #
@@ -770,10 +803,52 @@ def train_seq2seq(src, tgt, config, settings, init_state=None):
     # END SOLUTION
 
 
+# %% tags=["figure"]
+def block_grad_norms(post_norm):
+    """The gradient norm reaching each block's parameters at initialization, 12 blocks deep."""
+    torch.manual_seed(0)
+    model = TransformerLM(vocab_size=65, d_model=64, n_layers=12, n_heads=4, d_ff=256, max_len=64, post_norm=post_norm)
+    x, y = torch.randint(0, 65, (16, 64)), torch.randint(0, 65, (16, 64))
+    F.cross_entropy(model(x).reshape(-1, 65), y.reshape(-1)).backward()
+    return [float(torch.sqrt(sum((p.grad ** 2).sum() for p in block.parameters()))) for block in model.blocks]
+
+
+fig, ax = plt.subplots(figsize=(6, 3.2))
+for post_norm, label in ((False, "pre-norm"), (True, "post-norm")):
+    ax.semilogy(range(1, 13), block_grad_norms(post_norm), marker="o", label=label)
+ax.set(xlabel="block (1 = nearest the embeddings)", ylabel="gradient norm at init")
+ax.legend()
+fig.tight_layout()
+plt.show()
+
+# %% [markdown] tags=["written"]
+# ### Written question 2: pre-norm against post-norm
+#
+# Your plot shows the gradient reaching each of 12 blocks at initialization, for your pre-norm and
+# post-norm `TransformerLM`. Describe the two curves and explain them from where the normalization
+# sits relative to the residual connection. Which of the two would you expect to need a careful
+# warmup, and which would you pick to train a deeper model?
+
+# %% [markdown] tags=["answer", "starter"]
+# *Your answer:*
+
+# %% [markdown] tags=["answer", "solution"]
+# *Staff answer.* In the pre-norm model every block gets a sizeable gradient (about 0.1 to 0.4 here,
+# larger nearer the embeddings): the residual stream $x + f(\mathrm{norm}(x))$ passes the gradient
+# from the loss down to every block through an identity path, and each block adds its own branch.
+# In the post-norm model, $\mathrm{norm}(x + f(x))$ puts a normalization on the residual path after
+# every block; each one rescales the gradient passing through it, and here all blocks but the first
+# get a gradient an order of magnitude smaller (about 0.015). Post-norm is the one that needs a long,
+# careful warmup (its effective step sizes differ from layer to layer and small early gradients are
+# easily swamped); pre-norm trains deep stacks stably with little or no warmup, which is why current
+# decoder-only models use it (with a final norm before the head).
+
 # %% [markdown]
 # ## Done?
 #
-# Save the notebook, run the public checks one last time, and submit `transformer.ipynb`.
+# Save the notebook, run the public checks one last time, then make the PDF of your written
+# answers with `lmgrade export transformer.ipynb` and upload it to the written assignment. Submit
+# `transformer.ipynb`.
 
 # %%
 from autograder import check_notebook
