@@ -18,6 +18,10 @@ Confinement, strongest available first (all applied in the child before exec):
     a copy of the engine's Python files; writes only its scratch dir; of /dev only null, zero
     and urandom (and the GPU's nodes on CUDA); on newer kernels also no TCP (6.7) and no signals
     or abstract sockets outside its own processes (6.12);
+  * apart from the other workers, in every mode where the kernel grants it: a user namespace of
+    its own (own keyrings and RLIMIT_NPROC count; the grader counts and kills every process in
+    it, orphans included), a private mount namespace whose scratch is a bounded tmpfs no other
+    worker sees, its own network namespace, an empty session keyring, and as root a pids cgroup;
   * everywhere on POSIX: rlimits (address space, CPU, file size, no core dumps, processes where
     the kernel enforces them), its own session (no controlling terminal), a clean environment,
     stdin/stdout/stderr on /dev/null, no inherited descriptor but its two pipes.
