@@ -257,7 +257,8 @@ def assert_permutation_equivariant(call, x: torch.Tensor, what: str, *, rng, tim
 
 
 def assert_device_agnostic(call, args: list, what: str, *, device_arg: str | None = None,
-                           follows_dtype: bool = True, meta_first: bool = True) -> str:
+                           follows_dtype: bool = True, meta_first: bool = True,
+                           dtypes: tuple[str, ...] = ("float32", "float64")) -> str:
     """No tensor on a hard-coded device or dtype, probed on the `meta` device in float32 and float64.
 
     What the probe sees happens inside the student's process, whose code (the engine's included)
@@ -272,28 +273,16 @@ def assert_device_agnostic(call, args: list, what: str, *, device_arg: str | Non
     `device_arg` names a keyword argument that says where to create the output (as in
     `causal_mask(T, device=...)`); `follows_dtype=False` for a function whose float outputs do not
     come from float inputs; `meta_first=False` goes straight to the probe that keeps the data, for
-    a function that takes a model (which the meta probe would leave on the CPU) or trains one.
+    a function that takes a model (which the meta probe would leave on the CPU); `dtypes` are the
+    float dtypes the inputs are probed in (one, when a model argument has a dtype of its own).
     """
     _refuse_if_tampered(call, what)
     _check_real_dtype(call(*args), args, what, follows_dtype)
     if follows_dtype and "handle" not in getattr(call, "_target", {}) and any(
             isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in args):
         _check_real_dtype(call(*_float64(list(args))), _float64(list(args)), what, follows_dtype)
-    for dtype in ("float32", "float64"):
-        try:
-            if not meta_first:
-                raise StudentError("the probe that keeps the data was asked for")
-            probe, expected = call.on_meta(*args, dtype=dtype, **({device_arg: "meta"} if device_arg else {})), "meta"
-        except StudentError as exc:
-            _fail_on_mixed_devices(str(exc), what)
-            try:  # code that reads values (.tolist()) cannot run on meta: keep the data, make meta the default
-                probe = call.on_meta(*args, dtype=dtype, keep_data=True, **({device_arg: "cpu"} if device_arg else {}))
-                expected = "cpu"
-            except StudentError as again:
-                _fail_on_mixed_devices(str(again), what)
-                raise CheckFailed(f"{what} could not run on the meta device ({_first_line(str(exc))}), nor on the "
-                                  f"CPU with `meta` as torch's default device ({_first_line(str(again))}). Code that "
-                                  "works on any device runs there; a check that cannot run does not pass.") from None
+    for dtype in dtypes:
+        probe, expected = _probe(call, args, what, dtype, device_arg, meta_first)
         if not isinstance(probe, dict):
             raise CheckFailed(f"{what}: the meta-device probe gave no readable report, so device independence "
                               "could not be checked (a check that cannot run does not pass).")
@@ -331,6 +320,25 @@ def assert_global_generator_untouched(student, call, what: str, *, seed: int) ->
         raise CheckFailed(f"{what} changed torch's global random generator (torch.manual_seed, or drawing "
                           "without generator=): every other random draw of the program then depends on this "
                           "call. Draw every token from one torch.Generator().manual_seed(seed) made in the call.")
+
+
+def _probe(call, args: list, what: str, dtype: str, device_arg: str | None, meta_first: bool) -> tuple:
+    """(the worker's report, the device its outputs must be on): on `meta`, else, for code that reads
+    values (`.tolist()`) or takes a model, with the data on the CPU and `meta` as the default device."""
+    meta_error = "not tried: the function takes a model or trains one"
+    if meta_first:
+        try:
+            return call.on_meta(*args, dtype=dtype, **({device_arg: "meta"} if device_arg else {})), "meta"
+        except StudentError as exc:
+            _fail_on_mixed_devices(str(exc), what)
+            meta_error = _first_line(str(exc))
+    try:
+        return call.on_meta(*args, dtype=dtype, keep_data=True, **({device_arg: "cpu"} if device_arg else {})), "cpu"
+    except StudentError as exc:
+        _fail_on_mixed_devices(str(exc), what)
+        raise CheckFailed(f"{what} could not run on the meta device ({meta_error}), nor on the CPU with `meta` as "
+                          f"torch's default device ({_first_line(str(exc))}). Code that works on any device runs "
+                          "there; a check that cannot run does not pass.") from None
 
 
 def _fail_on_mixed_devices(text: str, what: str) -> None:

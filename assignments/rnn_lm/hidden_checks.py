@@ -30,8 +30,8 @@ from autograder.errors import CheckFailed
 from autograder.perplexity import assert_perplexity
 from autograder.purity import call_pure, call_twice
 from autograder.remote import StudentError
-from autograder.torch_checks import (MODULE_TOLERANCES, _fail_on_mixed_devices, _first_line, assert_device_agnostic,
-                                     assert_global_generator_untouched, gradcheck, load_weights, output, randn)
+from autograder.torch_checks import (MODULE_TOLERANCES, assert_device_agnostic, assert_global_generator_untouched,
+                                     gradcheck, load_weights, output, randn)
 
 F32, F64 = torch.float32, torch.float64
 DTYPES = (F32, F64)
@@ -164,31 +164,14 @@ def device_note(t, call, args, what: str) -> None:
     assert_device_agnostic(call, args, what)
 
 
-def default_device_probe(call, args: list, what: str, **kwargs) -> None:
+def default_device_probe(call, args: list, what: str) -> None:
     """Fail when `call` makes a tensor on torch's default device instead of the data's (fail-only).
 
     Why: code given a model and token ids (decoders, `hidden_grad_norms`) has no tensor argument for
-    `assert_device_agnostic` to move, and reads values (`int(...)`), which `meta` cannot hold. So the
-    data stay on the CPU and `meta` becomes torch's default device: `torch.tensor([prefix])` or
-    `torch.zeros(B, H)` without device= lands on meta and meets the model's CPU tensors, as a CPU
-    tensor would meet a model on a GPU.
+    the meta probe to move, and reads values (`int(...)`), which `meta` cannot hold. So the data stay
+    on the CPU and `meta` becomes torch's default device, in float64 like the model.
     """
-    try:
-        probe = call.on_meta(*args, keep_data=True, dtype="float64", **kwargs)
-    except StudentError as exc:
-        _fail_on_mixed_devices(str(exc), what)
-        raise CheckFailed(f"{what} failed with the model on the CPU and `meta` as torch's default device "
-                          f"({_first_line(str(exc))}): a tensor made without device= is on the wrong device. Make "
-                          "every new tensor on the model's or the inputs' device (device=..., x.new_zeros, "
-                          "torch.*_like).") from None
-    if not isinstance(probe, dict):
-        raise CheckFailed(f"{what}: the device probe gave no readable report (a check that cannot run does not pass).")
-    outputs = probe.get("outputs") if isinstance(probe.get("outputs"), list) else []
-    if probe.get("foreign") or any(isinstance(o, dict) and o.get("device") != "cpu" for o in outputs):
-        raise CheckFailed(f"{what}: with the model and data on the CPU and `meta` as torch's default device, "
-                          f"{str(probe.get('foreign') or 'an output came back on meta')[:200]}: a tensor is made on "
-                          "the default device (torch.tensor/zeros/full without device=). It works on the CPU and "
-                          "breaks when the model is on a GPU; pass device=model_device(model) (or x.device).")
+    assert_device_agnostic(call, args, what, follows_dtype=False, meta_first=False, dtypes=("float64",))
 
 
 def random_state(t, kind: str, B: int, H: int, dtype):
