@@ -293,6 +293,13 @@ def start_profile(start: dict, final: dict, min_entries: int = 200) -> dict[str,
     return {k: round(c, 6) for k, c in start_correlations(start, final, min_entries).items() if c > 6 / sizes[k] ** 0.5}
 
 
+def start_shares(start: dict, final: dict, profile: dict, corrs: dict | None = None) -> dict:
+    """Matrix name -> the share of the reference's correlation with the start (`profile`) that `final`
+    keeps: what `assert_descends` bounds, and what the threshold benches print."""
+    corrs = corrs or start_correlations({k: start[k] for k in profile}, final, min_entries=0)
+    return {name: corrs[name] / profile[name] for name in profile}
+
+
 def assert_descends(start: dict, final: dict, profile: dict, what: str, *, least: float, mean: float) -> dict:
     """Fail unless the matrices of `profile` keep enough of the correlation with their start that the
     reference's own run keeps (`start_profile`): each at least `least` of it, and `mean` of it on average.
@@ -306,7 +313,7 @@ def assert_descends(start: dict, final: dict, profile: dict, what: str, *, least
     if not profile:
         raise RuntimeError(f"{what}: no matrix to compare with the start")
     corrs = start_correlations({k: start[k] for k in profile}, final, min_entries=0)
-    kept = {name: corrs[name] / profile[name] for name in profile}
+    kept = start_shares(start, final, profile, corrs)
     name = min(kept, key=kept.get)
     average = sum(kept.values()) / len(kept)
     if not (kept[name] >= least and average >= mean):  # NaN fails too

@@ -35,7 +35,7 @@ torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autograder.checks import start_correlations  # noqa: E402
+from autograder.checks import start_correlations, start_shares  # noqa: E402
 from reference_variants import blend_toward, modules  # noqa: E402 - bench/ is on sys.path when run as a script
 
 ref, hidden, variant = modules("transformer")
@@ -123,10 +123,8 @@ TASKS = {  # name: (run, score, model builder, threshold run's seed, margin, hig
 
 
 def kept(start, final, profile) -> str:
-    """The smallest and the mean share of the profile's correlation the matrices keep (what assert_descends
-    compares with START_LEAST and START_MEAN), as "least/mean"."""
-    corrs = start_correlations({k: start[k] for k in profile}, final, min_entries=0)
-    shares = [corrs[k] / profile[k] for k in profile]
+    """The smallest and the mean share kept (checks.start_shares, what assert_descends bounds), as "least/mean"."""
+    shares = list(start_shares(start, final, profile).values())
     return f"{min(shares):.2f}/{sum(shares) / len(shares):.2f}"
 
 
