@@ -1,5 +1,12 @@
-"""lmgrade: homework and autograder for a course on language models."""
+"""lmgrade: homework and autograder for a course on language models.
+
+The engine's layout, and the path of a submission through it, are in docs/architecture.md.
+"""
 from __future__ import annotations
+
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent  # the engine package: workers and bundles get copies of it
 
 
 def check_notebook(path: str = "", assignment: str | None = None, question: int | str | None = None) -> None:
@@ -7,7 +14,7 @@ def check_notebook(path: str = "", assignment: str | None = None, question: int 
 
     The checks run in a separate process on the saved file, exactly as the grader will see it.
     """
-    from autograder.notebook import check_notebook as run
+    from autograder.student.notebook import check_notebook as run
     run(path, assignment, question)
 
 
@@ -16,5 +23,5 @@ def export_answers(path: str = "", assignment: str | None = None) -> None:
 
     Run the figure cells and save the notebook first: the PDF is made from the saved file.
     """
-    from autograder.notebook import export_answers as run
+    from autograder.student.notebook import export_answers as run
     run(path, assignment)

@@ -14,7 +14,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from autograder import assignments, batch, build, extract, results, runner, sandbox, shard
+from autograder.authoring import assignments, build
+from autograder.grading import batch, results, runner, shard
+from autograder.sandbox import extract, lifecycle as sandbox
 
 STAFF_COMMANDS = ("build", "gradescope", "grade", "merge", "selfcheck")  # need the course's hidden checks and solutions
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
@@ -237,7 +239,7 @@ def _build(args) -> int:
     if not stale:
         print("All generated files are up to date.")
     if args.student_bundle:
-        from autograder import bundle
+        from autograder.authoring import bundle
         chosen = [assignments.get(i) for i in dict.fromkeys(args.assignment)] if args.assignment else None
         try:
             written = bundle.write(args.student_bundle, chosen)
@@ -249,7 +251,7 @@ def _build(args) -> int:
 
 
 def _export(args) -> int:
-    from autograder import export
+    from autograder.student import export
     try:
         written, how = export.export(args.notebook, args.output, html_only=args.html)
     except export.ExportError as exc:
@@ -260,12 +262,12 @@ def _export(args) -> int:
 
 
 def _gradescope(args) -> int:
-    from autograder import gradescope
+    from autograder.grading import gradescope
     assignment = assignments.get(args.assignment)
     out = gradescope.build_zip(assignment, args.output or Path("build") / f"gradescope-{assignment.id}.zip",
                                args.leaderboard)
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB): upload it as the autograder of `{assignment.id}`")
-    from autograder import export
+    from autograder.student import export
     written = out.with_name(f"{out.stem}-written-outline.md")
     written.write_text(export.outline(assignment))
     print(f"wrote {written}: the outline of the written questions, for the PDF assignment")
@@ -276,7 +278,7 @@ def _gradescope(args) -> int:
 def _check(args) -> int:
     if not args.notebook.exists():
         raise ValueError(f"{args.notebook} does not exist (save the notebook first, and give its file name)")
-    from autograder.notebook import infer_assignment, progress_line
+    from autograder.student.notebook import infer_assignment, progress_line
     sub = extract.read_submission(args.notebook, analyse=False)  # bounded: a broken file gets one message, no traceback
     if sub.unreadable:
         print(f"{results.clean(args.notebook)}: nothing could be checked: {results.clean(sub.unreadable)}")

@@ -31,14 +31,15 @@ def child(mode: str, notebook: str) -> None:
     import resource
 
     start = time.perf_counter()
-    from autograder import assignments, runner
+    from autograder.authoring import assignments
+    from autograder.grading import runner
     assignment = assignments.get("attention")
     if mode == "isolated":
         report = runner.grade(notebook, assignment, device="cpu")
         passed, total = sum(r.passed for r in report.results), len(report.results)
     else:
-        from autograder.checks import Context, seed_everything
-        from autograder.remote import InProcessChannel, Student
+        from autograder.checking.checks import Context, seed_everything
+        from autograder.checking.remote import InProcessChannel, Student
         ref = assignment.reference()
         student = Student(InProcessChannel(ref))
         passed = total = 0
@@ -61,7 +62,7 @@ def run(mode: str, notebook: Path) -> dict:
 
 
 def main(runs: int = RUNS) -> None:
-    from autograder import assignments, build
+    from autograder.authoring import assignments, build
     with tempfile.TemporaryDirectory() as tmp:
         notebook = Path(tmp) / "attention.ipynb"
         notebook.write_text(build.notebook(assignments.get("attention"), "solution"))

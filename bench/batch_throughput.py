@@ -45,9 +45,9 @@ def role(pid: int) -> str:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return "gone"
-    if "autograder.batch --serve" in cmd:
+    if "autograder.grading.batch --serve" in cmd:
         return "grader"
-    if "autograder.worker" in cmd:
+    if "autograder.sandbox.worker" in cmd:
         return "worker"
     return "command" if "autograder grade" in cmd else "other"
 
@@ -188,7 +188,7 @@ def main() -> int:
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that `kill` also stops the command it runs
 
-    from autograder import assignments, build
+    from autograder.authoring import assignments, build
     assignment = assignments.get(args.assignment)
     with tempfile.TemporaryDirectory(prefix="lmgrade-bench-batch-") as tmp:
         tmp = Path(tmp)

@@ -33,7 +33,8 @@ TRAINING = {"train_lm", "train_ffnn", "train_seq2seq", "build_model"}  # public 
 KERNEL = """
 import json, sys, time
 import numpy, torch
-from autograder import assignments, runner
+from autograder.authoring import assignments
+from autograder.grading import runner
 assignment = assignments.get(sys.argv[2])
 questions, runs = json.loads(sys.argv[3]), int(sys.argv[4])
 runner.grade(sys.argv[1], assignment, public_only=True, questions={questions[0]})  # first check: imports
@@ -55,7 +56,7 @@ def wall(command: list[str], cwd: str) -> float:
 
 
 def main() -> None:
-    from autograder import assignments, build
+    from autograder.authoring import assignments, build
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--assignment", nargs="*", help="ids (default: every finished assignment)")

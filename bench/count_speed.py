@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from autograder.support import random_sentences  # noqa: E402
+from autograder.sandbox.support import random_sentences  # noqa: E402
 
 LIMIT_S = 30.0
 spec = importlib.util.spec_from_file_location("ref", ROOT / "solutions" / "ngram.py")

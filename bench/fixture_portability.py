@@ -25,8 +25,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autograder import build  # noqa: E402
-from autograder.assignments import available  # noqa: E402
+from autograder.authoring import build  # noqa: E402
+from autograder.authoring.assignments import available  # noqa: E402
 
 CONFIGS = {
     "as installed": {},
@@ -39,8 +39,8 @@ CONFIGS = {
 
 RECORD = """
 import json, sys
-from autograder import build
-from autograder.assignments import available
+from autograder.authoring import build
+from autograder.authoring.assignments import available
 out = {}
 for a in available():
     ref = build.module_from_text(f"bench_ref_{a.id}", build.reference_module(a))

@@ -1,7 +1,7 @@
 """Wall time and peak memory of grading one `ngram` submission with the real grader, end to end.
 
 The submission is the staff solution notebook, written into a temporary folder with
-`autograder.build.notebook(assignment, "solution")` (what `lmgrade build --solutions DIR` writes;
+`autograder.authoring.build.notebook(assignment, "solution")` (what `lmgrade build --solutions DIR` writes;
 calling `lmgrade build` itself would also rewrite the committed generated files if stale).
 
 Each grading runs in a fresh child Python (this file with --child) that calls
@@ -43,7 +43,8 @@ def child(notebook: str) -> None:
     """Grade one notebook in this (fresh) process and print the measurements as one JSON line."""
     import resource
 
-    from autograder import assignments, runner
+    from autograder.authoring import assignments
+    from autograder.grading import runner
 
     start = time.perf_counter()
     report = runner.grade(notebook, assignments.get("ngram"), device="cpu")
@@ -117,7 +118,7 @@ def mib(kib: int) -> str:
 
 
 def main() -> int:
-    from autograder import assignments, build
+    from autograder.authoring import assignments, build
 
     assignment = assignments.get("ngram")
     load_before = os.getloadavg()[0]

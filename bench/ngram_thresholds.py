@@ -1,7 +1,7 @@
 """How much room the Q6 perplexity thresholds and flags leave, measured over sampling plans and languages.
 
 Q6 scores a model from its whole next-word distributions at sampled held-out positions (every first
-position, plus one later position in each of a growing number of sentences: `autograder/perplexity.py`),
+position, plus one later position in each of a growing number of sentences: `autograder/checking/perplexity.py`),
 always paired with the staff model on the same positions. The check passes a model whose perplexity is
 within 10% of the staff model's; it flags, with no points, one below `BELOW_REFERENCE` times the staff
 model's, or whose lead over the staff model on held-out text is below `BELOW_VALIDATION` times its lead
@@ -34,7 +34,7 @@ spec = importlib.util.spec_from_file_location("hidden", ROOT / "assignments" / "
 hidden = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(hidden)
 
-from autograder.perplexity import plan_perplexity, plan_positions  # noqa: E402
+from autograder.checking.perplexity import plan_perplexity, plan_positions  # noqa: E402
 
 
 def token_logprobs(model, sentences) -> np.ndarray:

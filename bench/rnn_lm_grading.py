@@ -25,7 +25,8 @@ MARKER = "RNN_LM_GRADING "
 def child(notebook: str) -> None:
     import resource
 
-    from autograder import assignments, runner
+    from autograder.authoring import assignments
+    from autograder.grading import runner
     assignment = assignments.get("rnn_lm")
     runner.reference_results(assignment)  # warm cache: the Q7 threshold is computed once per reference version
     start = time.perf_counter()
@@ -51,7 +52,7 @@ def reference_trainings() -> dict:
     spec = importlib.util.spec_from_file_location("rnn_lm_hidden", ROOT / "assignments/rnn_lm/hidden_checks.py")
     hidden = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hidden)
-    from autograder import assignments
+    from autograder.authoring import assignments
     ref = assignments.get("rnn_lm").reference()
     vocab, train_ids, _ = hidden.char_data()
     model = ref.RNNLM(len(vocab), **hidden.Q7_MODEL, layer=ref.LSTMLayer)
@@ -64,7 +65,7 @@ def reference_trainings() -> dict:
 
 
 def main() -> None:
-    from autograder import assignments, build
+    from autograder.authoring import assignments, build
     pin = ["taskset", "-c", "0"] if "--cpu0" in sys.argv else []
     with tempfile.TemporaryDirectory() as tmp:
         notebook = Path(tmp) / "rnn_lm.ipynb"

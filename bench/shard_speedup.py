@@ -80,7 +80,8 @@ def main() -> int:
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
-    from autograder import assignments, build, shard
+    from autograder.authoring import assignments, build
+    from autograder.grading import shard
     assignment = assignments.get(args.assignment)
     n = args.shards
     cores = min(n, os.cpu_count() or 1)

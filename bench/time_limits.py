@@ -28,9 +28,10 @@ sys.path.insert(0, str(ROOT))
 def main() -> None:
     import torch
 
-    from autograder import assignments, runner
-    from autograder.checks import Context, seed_everything
-    from autograder.remote import InProcessChannel, Student
+    from autograder.authoring import assignments
+    from autograder.grading import runner
+    from autograder.checking.checks import Context, seed_everything
+    from autograder.checking.remote import InProcessChannel, Student
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--assignment", action="append")

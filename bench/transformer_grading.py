@@ -15,7 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autograder import assignments, build, runner  # noqa: E402
+from autograder.authoring import assignments, build  # noqa: E402
+from autograder.grading import runner
 
 
 def cpu() -> tuple[float, float]:

@@ -17,7 +17,7 @@ def policy_off(monkeypatch):
     layers beneath it (worker limits, confinement, what crosses the wire) still need hostile code to
     run, so that each layer holds on its own. `tests/test_policy.py` tests the policy itself.
     """
-    from autograder import policy
+    from autograder.sandbox import policy
     monkeypatch.setattr(policy, "refused", lambda cells, assignment: {})
 
 

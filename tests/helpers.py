@@ -1,5 +1,5 @@
 """Small helpers shared by tests."""
-from autograder import assignments
+from autograder.authoring import assignments
 
 
 def solution_text(assignment_id: str = "ngram") -> str:
@@ -21,10 +21,10 @@ def failing_in_process(assignment_id: str, text: str, check_names: set) -> set:
 
     Why: quick enough for bugs whose grading run would train models; the checks are the real ones.
     """
-    from autograder import build
-    from autograder.checks import Context, seed_everything
+    from autograder.authoring import build
+    from autograder.checking.checks import Context, seed_everything
     from autograder.errors import CheckFailed
-    from autograder.remote import InProcessChannel, Student
+    from autograder.checking.remote import InProcessChannel, Student
     assignment = assignments.get(assignment_id)
     student = Student(InProcessChannel(build.module_from_text(f"lmgrade_test_{assignment_id}_variant", text)))
     failed = set()
@@ -52,8 +52,8 @@ def run_check_recording(assignment_id: str, submission, check_name: str, referen
     """
     import numpy as np
 
-    from autograder.checks import Context
-    from autograder.remote import InProcessChannel, Student
+    from autograder.checking.checks import Context
+    from autograder.checking.remote import InProcessChannel, Student
     assignment = assignments.get(assignment_id)
     fn = next(fn for fn in assignment.checks() if fn.lmgrade_check.name == check_name)
     sent = []

@@ -3,7 +3,8 @@ detected statically and costs exactly the checks of the names that use it."""
 import pytest
 import torch
 
-from autograder import assignments, build, runner
+from autograder.authoring import assignments, build
+from autograder.grading import runner
 
 ATTENTION = assignments.get("attention")
 

@@ -17,10 +17,12 @@ import types
 
 import pytest
 
-from autograder import assignments, extract, forbidden, runner
-from autograder.checks import Context, seed_everything
+from autograder.authoring import assignments
+from autograder.checking.checks import Context, seed_everything
+from autograder.checking.remote import InProcessChannel, Student
 from autograder.errors import CheckFailed
-from autograder.remote import InProcessChannel, Student
+from autograder.grading import runner
+from autograder.sandbox import extract, forbidden
 from tests.helpers import edited_solution
 
 ATTENTION = assignments.get("attention")

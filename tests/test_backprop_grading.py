@@ -2,7 +2,8 @@
 crash), and the checks are laid out as the README says."""
 import pytest
 
-from autograder import assignments, build, runner
+from autograder.authoring import assignments, build
+from autograder.grading import runner
 
 BACKPROP = assignments.get("backprop")
 
@@ -62,7 +63,7 @@ def test_hidden_small_case_matches_the_reference():
     """The numbers written out in hidden_checks.py are the reference's (and torch's) for that model."""
     import numpy as np
 
-    from autograder.assignments import _load_module
+    from autograder.authoring.assignments import _load_module
     hidden = _load_module(BACKPROP.dir / "hidden_checks.py", "lmgrade_checks_backprop_hidden")
     ref = BACKPROP.reference()
     loss, grads = ref.ffnn_loss_and_grads(hidden.SMALL_PARAMS, hidden.SMALL_CONTEXTS, hidden.SMALL_TARGETS)
@@ -74,7 +75,7 @@ def test_hidden_small_case_matches_the_reference():
 
 
 def test_word_vocab_and_ids_encode_lines_with_end_markers_and_unk():
-    from autograder.support import word_ids, word_vocab
+    from autograder.sandbox.support import word_ids, word_vocab
     lines = ["The king, the KING!", "a king's crown", "the end"]
     vocab = word_vocab(lines, 5)  # </s>, <unk>, then by count (the: 3, king: 2), ties by the word
     assert vocab == ["</s>", "<unk>", "the", "king", "!"]
@@ -85,7 +86,7 @@ def test_word_vocab_and_ids_encode_lines_with_end_markers_and_unk():
 def test_the_function_handed_to_a_gradient_checker_carries_no_gradient():
     import numpy as np
 
-    from autograder.support import FACTORIES, SmoothFunction, smooth_function
+    from autograder.sandbox.support import FACTORIES, SmoothFunction, smooth_function
     f, mine = smooth_function(3, (2, 4)), SmoothFunction(3, (2, 4))
     x = np.random.default_rng(1).normal(size=(2, 4))
     assert f(x) == mine(x)  # the same numbers on both sides, so the grader can difference its own copy
@@ -116,8 +117,8 @@ def test_shakespeare_check_never_sends_the_test_plays():
 def test_smooth_function_gradient_is_exact():
     import numpy as np
 
-    from autograder.gradients import finite_difference
-    from autograder.support import SmoothFunction
+    from autograder.checking.gradients import finite_difference
+    from autograder.sandbox.support import SmoothFunction
     f = SmoothFunction(3, (2, 4))
     x = np.random.default_rng(0).normal(size=(2, 4))
     assert isinstance(f(x), float)

@@ -11,7 +11,8 @@ import dataclasses
 
 import pytest
 
-from autograder import assignments, runner
+from autograder.authoring import assignments
+from autograder.grading import runner
 from tests.helpers import edited_solution
 
 BACKPROP = assignments.get("backprop")

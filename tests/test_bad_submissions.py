@@ -12,8 +12,9 @@ import re
 import nbformat
 import pytest
 
-from autograder import assignments, runner
-from autograder.sandbox import Limits
+from autograder.authoring import assignments
+from autograder.grading import runner
+from autograder.sandbox.lifecycle import Limits
 
 LIMITS = Limits(call_timeout=2, load_timeout=5)
 NGRAM = assignments.get("ngram")

@@ -19,13 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from autograder import assignments, batch
-from autograder.sandbox import Limits
+from autograder.authoring import assignments
+from autograder.grading import batch
+from autograder.sandbox.lifecycle import Limits
 
 NGRAM = assignments.get("ngram")
 HIDDEN = '''
-from autograder.checks import check
-from autograder.compare import assert_equal
+from autograder.checking.checks import check
+from autograder.checking.compare import assert_equal
 
 
 @check(1, 2, "tokenize on a few tricky lines", uses=("tokenize",))

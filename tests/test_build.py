@@ -7,9 +7,9 @@ import sys
 import pytest
 import torch
 
-from autograder import assignments, build, source
-from autograder.checks import Context
-from autograder.extract import GRADED_MARKER
+from autograder.authoring import assignments, build, source
+from autograder.checking.checks import Context
+from autograder.sandbox.extract import GRADED_MARKER
 
 ASSIGNMENTS = [a.id for a in assignments.available()]
 

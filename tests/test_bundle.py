@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder import assignments, build, bundle, cli, source
+from autograder import cli
+from autograder.authoring import assignments, build, bundle, source
 from autograder.data import shakespeare
 
 FINISHED = [a.id for a in assignments.available() if a.finished]
@@ -103,7 +104,7 @@ def test_bundle_engine_is_the_one_that_runs(student_bundle):
     site_packages = sysconfig.get_paths()["purelib"]
     env = {"PATH": "/usr/bin:/bin", "LMGRADE_ROOT": str(student_bundle),
            "PYTHONPATH": os.pathsep.join([str(student_bundle), site_packages])}
-    code = ("import json, sys, autograder, autograder.assignments as a; "
+    code = ("import json, sys, autograder, autograder.authoring.assignments as a; "
             "print(json.dumps([autograder.__file__, str(a.ROOT), sys.path, sorted(sys.modules)]))")
     proc = subprocess.run([sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True,
                           cwd=student_bundle)
@@ -218,7 +219,7 @@ def test_a_bundle_from_stale_files_is_refused_and_writes_nothing(tmp_path, capsy
 
 
 def test_selfcheck_never_writes_the_checkout(monkeypatch, fixture_from_another_cpu, capsys):
-    from autograder import runner
+    from autograder.grading import runner
     path, moved = fixture_from_another_cpu
     graded = []
 

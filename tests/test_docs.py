@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import assignments, cli
+from autograder import cli
+from autograder.authoring import assignments
 
 ROOT = assignments.ROOT
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])

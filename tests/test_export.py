@@ -13,7 +13,9 @@ import unicodedata
 import nbformat
 import pytest
 
-from autograder import assignments, build, cli, export, source
+from autograder import cli
+from autograder.authoring import assignments, build, source
+from autograder.student import export
 
 FINISHED = [a for a in assignments.available() if a.finished]
 BROWSER = export._browser()

@@ -4,7 +4,7 @@ import json
 import nbformat
 import pytest
 
-from autograder.extract import GRADED_MARKER, NotebookError, cell_label, json_depth, parse_notebook, read_submission
+from autograder.sandbox.extract import GRADED_MARKER, NotebookError, cell_label, json_depth, parse_notebook, read_submission
 
 
 def code(source: str, graded: bool = False):

@@ -5,9 +5,10 @@ the grader (reflection, run-time code, modules as values) are refused by the pol
 (tests/test_policy.py): either way, none of them gains a point."""
 import pytest
 
-from autograder import assignments, policy
-from autograder.extract import Cell
-from autograder.forbidden import tainted_names
+from autograder.authoring import assignments
+from autograder.sandbox import policy
+from autograder.sandbox.extract import Cell
+from autograder.sandbox.forbidden import tainted_names
 
 ATTENTION = assignments.get("attention")
 RNN_LM = assignments.get("rnn_lm")
@@ -188,7 +189,7 @@ def test_own_code_docstrings_and_strings_are_not_uses():
 
 
 def test_the_staff_solution_and_the_starter_are_clean():
-    from autograder import extract
+    from autograder.sandbox import extract
     for assignment in assignments.available():
         for path in (assignment.reference_path, assignment.starter_path):
             assert tainted_names(extract.read_submission(path).cells, assignment.forbidden) == {}, path

@@ -16,9 +16,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from autograder import assignments, build, bundle, cli, gradescope, results, runner
-from autograder.remote import Student
-from autograder.sandbox import Limits, Sandbox
+from autograder import cli
+from autograder.authoring import assignments, build, bundle
+from autograder.checking.remote import Student
+from autograder.grading import gradescope, results, runner
+from autograder.sandbox.lifecycle import Limits, Sandbox
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "gradescope_results.schema.json").read_text())
 FINISHED = [a.id for a in assignments.available() if a.finished]
@@ -213,7 +215,7 @@ def test_setup_honours_its_documented_overrides(tmp_path):
     python = f"{venv}/bin/python"
     assert all(call.startswith(python + " ") for call in calls), calls
     assert any("install --no-deps --index-url file:///srv/wheels torch==9.9.9" in c for c in calls), calls
-    assert calls[-1] == f"{python} -I -m autograder.gradescope selftest --root {tmp_path / 'root'}"
+    assert calls[-1] == f"{python} -I -m autograder.grading.gradescope selftest --root {tmp_path / 'root'}"
     assert "apt-get" not in proc.stdout + proc.stderr and "== worker user (none)" in proc.stdout
     assert stat.S_IMODE((tmp_path / "root" / "source").stat().st_mode) == 0o700
 

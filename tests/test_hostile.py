@@ -20,9 +20,12 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import assignments, batch, cli, runner, sandbox
-from autograder.remote import Student, StudentCrash
-from autograder.sandbox import Limits, Sandbox
+from autograder import cli
+from autograder.authoring import assignments
+from autograder.checking.remote import Student, StudentCrash
+from autograder.grading import batch, runner
+from autograder.sandbox import lifecycle as sandbox
+from autograder.sandbox.lifecycle import Limits, Sandbox
 
 pytestmark = pytest.mark.usefixtures("policy_off")  # these attacks test the layers beneath the policy
 
@@ -290,18 +293,18 @@ def test_lying_values_and_patched_comparisons_earn_nothing(tmp_path, case):
 
 PATCH_ENGINE = """
     import numpy as np
-    import autograder.compare, autograder.checks, autograder.errors, autograder.worker
-    autograder.compare.assert_equal = lambda *a, **k: None
-    autograder.compare.assert_close = lambda *a, **k: None
+    import autograder.checking.compare, autograder.checking.checks, autograder.errors, autograder.sandbox.worker
+    autograder.checking.compare.assert_equal = lambda *a, **k: None
+    autograder.checking.compare.assert_close = lambda *a, **k: None
     autograder.errors.CheckFailed = type("Nothing", (Exception,), {})
-    autograder.checks.check = lambda *a, **k: (lambda fn: fn)
-    autograder.worker.describe = lambda exc: {"type": "Passed", "message": "all good", "traceback": ""}
+    autograder.checking.checks.check = lambda *a, **k: (lambda fn: fn)
+    autograder.sandbox.worker.describe = lambda exc: {"type": "Passed", "message": "all good", "traceback": ""}
     np.array_equal = lambda *a, **k: True
     """
 PATCH_WIRE = """
-    import autograder.wire
-    _encode = autograder.wire.encode
-    autograder.wire.encode = lambda value, *a, **k: _encode(["why", ",", "'", "tis"], *a, **k)
+    import autograder.sandbox.wire
+    _encode = autograder.sandbox.wire.encode
+    autograder.sandbox.wire.encode = lambda value, *a, **k: _encode(["why", ",", "'", "tis"], *a, **k)
     """
 
 
@@ -310,7 +313,8 @@ def test_patching_the_graders_own_modules_changes_nothing(tmp_path, patch, expec
     """The worker has its own copy of the engine: patching it (or numpy) patches only that copy.
     Patching its encoder makes every reply the same made-up value: everything fails."""
     path = write_submission(tmp_path, tokenize=textwrap.dedent(patch) + "\ndef tokenize(line):\n    return line.split()\n")
-    from autograder import compare, errors
+    from autograder.checking import compare
+    from autograder import errors
     before = (compare.assert_equal, compare.assert_close, errors.CheckFailed)
     report, results = grade(path)
     assert report.score == expected, [(r.name, r.output) for r in report.results]

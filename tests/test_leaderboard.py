@@ -18,8 +18,9 @@ import jsonschema
 import numpy as np
 import pytest
 
-from autograder import assignments, batch, gradescope, results, runner, shard
-from autograder.checks import CheckSpec, Context
+from autograder.authoring import assignments
+from autograder.checking.checks import CheckSpec, Context
+from autograder.grading import batch, gradescope, results, runner, shard
 from tests.test_batch import FAST, HIDDEN, NGRAM, WRONG_TOKENIZE, solution
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "gradescope_results.schema.json").read_text())
@@ -210,7 +211,7 @@ def test_leaderboard_csv_ranks_each_metric(graded):
 
 
 def test_ranks_follow_the_order():
-    from autograder.report import ranked
+    from autograder.grading.report import ranked
     entry = lambda v: [{"name": "accuracy", "value": v, "order": "desc", "held_out": False}]  # noqa: E731
     rows = ranked([("b", entry(0.5)), ("a", entry(0.9)), ("c", entry(0.5)), ("d", [])])
     assert [(r["rank"], r["student"]) for r in rows] == [(1, "a"), (2, "b"), (2, "c")]

@@ -6,16 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import assignments, build
-from autograder.checks import Context, seed_everything
-from autograder.compare import (ROUNDING_BAND, assert_close, assert_finite, explain_library_error, library_advice,
+from autograder.authoring import assignments, build
+from autograder.checking.checks import Context, seed_everything
+from autograder.checking.compare import (ROUNDING_BAND, assert_close, assert_finite, explain_library_error, library_advice,
                                 masked_rows_cause)
+from autograder.checking.remote import InProcessChannel, Student, StudentError
 from autograder.errors import CheckFailed
-from autograder.extract import Cell
-from autograder.remote import InProcessChannel, Student, StudentError
-from autograder.results import format_table
-from autograder.runner import CheckResult, Report
-from autograder.sandbox import Limits, Sandbox
+from autograder.grading.results import format_table
+from autograder.grading.runner import CheckResult, Report
+from autograder.sandbox.extract import Cell
+from autograder.sandbox.lifecycle import Limits, Sandbox
 from tests.helpers import edited_solution
 
 FLOAT32_BLAME = ("float32 where", "lower precision", "float32 rounding", "computed in float32")

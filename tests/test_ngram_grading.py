@@ -1,7 +1,8 @@
 """The staff solution notebook gets every point; the untouched starter gets none, without a crash."""
 import pytest
 
-from autograder import assignments, build, runner
+from autograder.authoring import assignments, build
+from autograder.grading import runner
 
 NGRAM = assignments.get("ngram")
 
@@ -52,7 +53,7 @@ def test_every_check_names_what_it_grades():
 
 
 def test_a_bug_in_one_check_costs_only_that_check(tmp_path, monkeypatch, capsys):
-    from autograder.checks import check
+    from autograder.checking.checks import check
     from tests.helpers import solution_text
 
     @check(1, 1, "a check with a bug")

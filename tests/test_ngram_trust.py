@@ -11,11 +11,12 @@ import types
 import numpy as np
 import pytest
 
-from autograder import assignments, runner
-from autograder.checks import Context, check
+from autograder.authoring import assignments
+from autograder.checking.checks import Context, check
+from autograder.checking.perplexity import plan_positions
+from autograder.checking.remote import InProcessChannel, Student
 from autograder.data.synthetic import HiddenMarkovLanguage
-from autograder.perplexity import plan_positions
-from autograder.remote import InProcessChannel, Student
+from autograder.grading import runner
 from tests.helpers import solution_text
 
 pytestmark = pytest.mark.usefixtures("policy_off")  # these attacks test the layers beneath the policy
@@ -89,7 +90,7 @@ class Sly(Wrapped):
         p = self.lm.prob(word, context)
         return p * 1.5 if len(Sly.seen) > 20 else p
 
-import autograder.support as _support
+import autograder.sandbox.support as _support
 _real = _support.NextWordProbe.distributions
 
 def _patched(self, contexts):
@@ -319,7 +320,7 @@ def test_held_out_words_never_reach_the_worker():
 
 
 def test_scoring_plan_weights_and_paired_ratio():
-    from autograder.perplexity import log_ratio, plan_perplexity
+    from autograder.checking.perplexity import log_ratio, plan_perplexity
     rng = np.random.default_rng(0)
     sentences = [["a"] * int(n) for n in rng.integers(0, 9, 400)]
     plan = plan_positions(sentences, 50, rng)
@@ -339,7 +340,7 @@ def test_scoring_plan_weights_and_paired_ratio():
 
 def test_sampled_estimate_is_close_to_the_whole_text():
     """The ratio estimator over one later position per sentence tracks the whole-text perplexity."""
-    from autograder.perplexity import plan_perplexity
+    from autograder.checking.perplexity import plan_perplexity
     language = HiddenMarkovLanguage.random(seed=2, vocab_size=30)
     heldout = language.sample(3000, seed=4)
     logps = [language.token_logprobs(s) for s in heldout]

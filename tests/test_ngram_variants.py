@@ -20,7 +20,8 @@ sentences, and context words outside vocab mapped to <unk>.
 """
 import pytest
 
-from autograder import assignments, runner
+from autograder.authoring import assignments
+from autograder.grading import runner
 from tests.helpers import edited_solution, solution_text
 
 CALLERS = {  # student function -> questions whose checks call it (directly or through other functions)

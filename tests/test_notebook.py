@@ -15,7 +15,10 @@ import types
 
 import pytest
 
-from autograder import assignments, cli, notebook, runner
+from autograder import cli
+from autograder.authoring import assignments
+from autograder.grading import runner
+from autograder.student import notebook
 
 STARTER = assignments.get("ngram").starter_path
 ATTENTION = assignments.get("attention").starter_path

@@ -8,7 +8,8 @@ import pytest
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from autograder import assignments, build, export
+from autograder.authoring import assignments, build
+from autograder.student import export
 
 FINISHED = [a.id for a in assignments.available() if a.finished]
 

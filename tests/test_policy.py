@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder import assignments, build, policy
-from autograder.checks import CheckSpec
-from autograder.extract import Cell, read_submission
+from autograder.authoring import assignments, build
+from autograder.checking.checks import CheckSpec
+from autograder.sandbox import policy
+from autograder.sandbox.extract import Cell, read_submission
 from tests.helpers import edited_solution
 
 IDS = [a.id for a in assignments.available()]
@@ -69,7 +70,7 @@ def test_correct_variants_are_inside_the_subset(assignment_id, replacements):
 
 def test_a_local_named_lstm_in_hidden_grad_norms_is_fine():
     """The old scanner withheld a correct `hidden_grad_norms` for a local variable called `lstm`."""
-    from autograder import forbidden
+    from autograder.sandbox import forbidden
     rnn_lm = assignments.get("rnn_lm")
     text = edited_solution("rnn_lm", [(
         "        hs = []\n        for t in range(x.size(1)):\n            state = cell(x[:, t], state)\n",
@@ -100,9 +101,9 @@ ATTACKS = {
     "sys.modules['torch'].lstm": ("import sys\ndef mha(x):\n    return sys.modules['torch'].lstm(x)", "`import sys`"),
     "assigning torch.softmax": ("import torch\ndef mha(x):\n    torch.softmax = lambda *a, **k: x\n    return x",
                                 "changes a library"),
-    "import autograder": ("import autograder\ndef mha(x):\n    return autograder.worker", "`import autograder`"),
-    "from autograder.worker import": ("from autograder.worker import Worker\ndef mha(x):\n    return Worker",
-                                      "`from autograder.worker import Worker`"),
+    "import autograder": ("import autograder\ndef mha(x):\n    return autograder.sandbox.worker", "`import autograder`"),
+    "from autograder.sandbox.worker import": ("from autograder.sandbox.worker import Worker\ndef mha(x):\n    return Worker",
+                                      "`from autograder.sandbox.worker import Worker`"),
     "type(x).__mro__": ("def mha(x):\n    return type(x).__mro__[-1]", "`type(x).__mro__`"),
     "().__class__.__base__.__subclasses__()": (
         "def mha(x):\n    return ().__class__.__base__.__subclasses__()", "`().__class__`"),

@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.compare import as_bool, assert_close, assert_dtype, assert_equal, assert_finite, assert_shape, parts
+from autograder.checking.compare import as_bool, assert_close, assert_dtype, assert_equal, assert_finite, assert_shape, parts
+from autograder.checking.gradients import assert_gradient, finite_difference, relative_error
+from autograder.checking.perplexity import assert_perplexity, perplexity_from_logprobs
+from autograder.checking.remote import Student
 from autograder.errors import CheckFailed
-from autograder.gradients import assert_gradient, finite_difference, relative_error
-from autograder.perplexity import assert_perplexity, perplexity_from_logprobs
-from autograder.remote import Student
-from autograder.sandbox import Limits, Sandbox
+from autograder.sandbox.lifecycle import Limits, Sandbox
 
 
 def failure(fn, *args, **kwargs) -> str:

@@ -8,8 +8,8 @@ few dozen steps (the statistic's spread over full runs is bench/*_thresholds.py'
 import pytest
 import torch
 
-from autograder import assignments
-from autograder.checks import Context, assert_descends, start_correlations, start_profile
+from autograder.authoring import assignments
+from autograder.checking.checks import Context, assert_descends, start_correlations, start_profile
 from autograder.errors import CheckFailed
 from tests.helpers import edited_solution, failing_in_process, run_check_recording, staff_module
 
@@ -163,7 +163,7 @@ RNN_CORRECT = [  # LSTM gates by slicing and addmm; attention scores by einsum (
 
 
 def test_rnn_lm_correct_variant_trained_from_the_start_passes(short_rnn):
-    from autograder import build
+    from autograder.authoring import build
     submission = build.module_from_text("lmgrade_test_rnn_variant", edited_solution("rnn_lm", RNN_CORRECT))
     figure = rnn_reference_figure(short_rnn)
     for check in ("shakespeare_lstm", "seq2seq_reversal"):
@@ -253,7 +253,7 @@ def test_transformer_init_state_ignored_earns_nothing(short_transformer):
     """A train_lm that builds its own model from the seed (the starter's loop without the init_state line)."""
     text = edited_solution("transformer", [("    if init_state is not None:\n        model.load_state_dict(init_state)\n",
                                             "")])
-    from autograder import build
+    from autograder.authoring import build
     submission = build.module_from_text("lmgrade_test_transformer_no_init", text)
     error, _ = run_check_recording("transformer", submission, "shakespeare_perplexity",
                                    transformer_results(short_transformer, FAKE_FIGURES))
@@ -304,7 +304,7 @@ def transformer_reference_figures(names) -> dict:
 
 
 def test_transformer_correct_variant_trained_from_the_start_passes(short_transformer):
-    from autograder import build
+    from autograder.authoring import build
     submission = build.module_from_text("lmgrade_test_transformer_variant",
                                         edited_solution("transformer", TRANSFORMER_CORRECT))
     figures = transformer_results(short_transformer, transformer_reference_figures(short_transformer))

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
+from autograder.checking.purity import call_pure, call_twice, first_difference
+from autograder.checking.remote import InProcessChannel, Student
 from autograder.errors import CheckFailed
-from autograder.purity import call_pure, call_twice, first_difference
-from autograder.remote import InProcessChannel, Student
 
 CODE = '''
 import random

@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from autograder.report import normalise
+from autograder.grading.report import normalise
 from tests.test_leaderboard import HIDDEN_INPUT, HOSTILE, REFERENCE_FIGURE, board, graded  # noqa: F401
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
@@ -132,7 +132,7 @@ def test_the_report_renders_in_a_real_browser(graded):
 
 def test_an_empty_class_still_gets_a_report(tmp_path):
     """No submission fully graded: the histogram says so instead of failing the batch's last files."""
-    from autograder.report import histogram_svg
+    from autograder.grading.report import histogram_svg
     assert "no submission has every question graded" in histogram_svg([], 10)
     svg = histogram_svg([0.0, 0.0], 0)  # an assignment worth 0 points
     assert svg.count("<rect") == 5

@@ -3,9 +3,10 @@ detected statically and cost exactly the checks of the names that use them."""
 import pytest
 import torch
 
-from autograder import assignments, build, runner
-from autograder.extract import Cell
-from autograder.forbidden import tainted_names
+from autograder.authoring import assignments, build
+from autograder.grading import runner
+from autograder.sandbox.extract import Cell
+from autograder.sandbox.forbidden import tainted_names
 
 RNN_LM = assignments.get("rnn_lm")
 PROFILE_Q7 = {"q7-start": {"rnn.cell.weight_hh": 0.67}}  # a made-up profile: the untrained long run keeps it all

@@ -9,7 +9,8 @@ cannot reach them, to keep the suite fast.
 """
 import pytest
 
-from autograder import assignments, runner
+from autograder.authoring import assignments
+from autograder.grading import runner
 from tests.helpers import edited_solution, failing_in_process
 
 RNN_LM = assignments.get("rnn_lm")

@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder import extract, runner
-from autograder.remote import MissingName, Remote, Student, StudentCrash, StudentError
-from autograder.sandbox import Limits, Sandbox, WorkerFailure
+from autograder.checking.remote import MissingName, Remote, Student, StudentCrash, StudentError
+from autograder.grading import runner
+from autograder.sandbox import extract
+from autograder.sandbox.lifecycle import Limits, Sandbox, WorkerFailure
 
 FAST = Limits(call_timeout=2, load_timeout=5)
 
@@ -192,7 +193,7 @@ def test_sys_exit_at_import_is_a_cell_error_not_a_skip(sandbox, tmp_path):
 
 def test_a_worker_that_cannot_start_is_a_clear_failure(sandbox, monkeypatch):
     box, student = sandbox(COMMON)
-    monkeypatch.setattr("autograder.sandbox.sys.executable", "/bin/false")
+    monkeypatch.setattr("autograder.sandbox.lifecycle.sys.executable", "/bin/false")
     with pytest.raises(StudentCrash, match="could not start"):
         student.ok()
 
@@ -283,7 +284,7 @@ def write_here():
     assert "PYTHONPATH" not in env and str(tmp_path) not in path
     assert set(env) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "MPLBACKEND",
                         "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "LC_CTYPE"}
-    repo = Path(runner.__file__).resolve().parents[1]
+    repo = Path(runner.__file__).resolve().parents[2]
     assert str(repo) not in path and "" not in path and "." not in path
     written = Path(student.write_here())
     assert written.parent.resolve() == box.scratch.resolve()
@@ -303,7 +304,7 @@ def try_import(name):
 """)
     for name in ("solutions", "solutions.ngram", "assignments", "assignments.ngram.hidden_checks"):
         assert student.try_import(name) == "ModuleNotFoundError", name
-    assert student.try_import("autograder.wire") == "imported"  # the engine itself is needed there
+    assert student.try_import("autograder.sandbox.wire") == "imported"  # the engine itself is needed there
 
 
 # ---- child processes ---------------------------------------------------------------------------
@@ -425,7 +426,7 @@ def test_lying_objects_come_back_as_data_or_handles(sandbox):
     assert liar.__eq__(1) is NotImplemented  # no student code runs on the grader's side
     lying = student.lying_list()
     assert isinstance(lying, Remote)  # a list subclass is not trusted as a list
-    from autograder.compare import assert_equal
+    from autograder.checking.compare import assert_equal
     from autograder.errors import CheckFailed
     with pytest.raises(CheckFailed):
         assert_equal(liar, [1, 2, 3], "liar()")
@@ -521,7 +522,7 @@ def replace_oov(tokens, vocab):
 def test_patching_numpy_in_the_worker_does_not_change_grading(tmp_path):
     path = tmp_path / "patched.py"
     path.write_text(PATCHED_NUMPY)
-    import autograder.assignments as assignments
+    import autograder.authoring.assignments as assignments
     report = runner.grade(path, assignments.get("ngram"), questions={"1"}, limits=FAST)
     by_name = {r.name: r for r in report.results}
     assert not by_name["public_tokenize"].passed and not by_name["tokenize_hidden"].passed

@@ -1,4 +1,4 @@
-"""Every held-out draw includes the grader's secret (autograder/checks.py, `Context.secret_seed`).
+"""Every held-out draw includes the grader's secret (autograder/checking/checks.py, `Context.secret_seed`).
 
 The worker knows its own code (so the submission's seed), every check's name (so `seed_for`), the
 public files and the engine's code. None of that gives a held-out draw: the secret also hashes the
@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder import assignments
-from autograder.checks import HELD_OUT_DRAWS, CheckSpec, Context, check, seed_for
+from autograder.authoring import assignments
+from autograder.checking.checks import HELD_OUT_DRAWS, CheckSpec, Context, check, seed_for
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET_CALLS = {"secret_seed", "secret_rng", "secret_state"}

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import batch, cli, shard
+from autograder import cli
+from autograder.grading import batch, shard
 from tests.test_batch import (WRONG_ASSIGNMENT, WRONG_TOKENIZE, make_export, points, read_grades,  # noqa: F401
                               solution, tiny, zip_folder)
 
@@ -91,7 +92,7 @@ def inputs(tmp_path_factory) -> list[Path]:
 
 
 def starter_text() -> str:
-    from autograder import assignments
+    from autograder.authoring import assignments
     return assignments.get("ngram").starter_path.read_text()
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import assignments, sandbox
+from autograder.authoring import assignments
+from autograder.sandbox import lifecycle as sandbox
 from tests.test_batch import WRONG_TOKENIZE, points, read_grades, solution, tiny  # noqa: F401 - tiny is a fixture
 from tests.test_shards import assert_same_outputs, command
 

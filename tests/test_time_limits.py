@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from autograder import runner
-from autograder.assignments import Assignment, get
-from autograder.checks import CheckSpec
-from autograder.remote import NotCalledAgain, Student, StudentCrash
-from autograder.sandbox import Limits, Sandbox
+from autograder.authoring.assignments import Assignment, get
+from autograder.checking.checks import CheckSpec
+from autograder.checking.remote import NotCalledAgain, Student, StudentCrash
+from autograder.grading import runner
+from autograder.sandbox.lifecycle import Limits, Sandbox
 
 LIMIT = 1.5
 LIMITS = Limits(call_timeout=LIMIT, load_timeout=5)
@@ -58,7 +58,7 @@ class Model:
 '''
 
 CHECKS = '''
-from autograder.checks import check
+from autograder.checking.checks import check
 from autograder.errors import CheckFailed
 
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.errors import CheckFailed
-from autograder.remote import InProcessChannel, Student
-from autograder.torch_checks import (assert_causal, assert_device_agnostic, assert_global_generator_untouched,
+from autograder.checking.remote import InProcessChannel, Student
+from autograder.checking.torch_checks import (assert_causal, assert_device_agnostic, assert_global_generator_untouched,
                                      assert_permutation_equivariant, gradcheck)
+from autograder.errors import CheckFailed
 
 CODE = '''
 import torch

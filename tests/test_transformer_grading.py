@@ -3,7 +3,8 @@ public and hidden checks; built-in Transformer pieces cost exactly the checks th
 import pytest
 import torch
 
-from autograder import assignments, build, runner
+from autograder.authoring import assignments, build
+from autograder.grading import runner
 
 TRANSFORMER = assignments.get("transformer")
 
@@ -87,10 +88,10 @@ def test_shakespeare_scores_returned_weights_itself_and_flags_implausibly_good_o
 
 def failure_of(replacements, check_name: str) -> str:
     """The message one check gives the staff solution with `replacements`, run in this process ("" if it passes)."""
-    from autograder import build
-    from autograder.checks import Context, seed_everything
+    from autograder.authoring import build
+    from autograder.checking.checks import Context, seed_everything
     from autograder.errors import CheckFailed
-    from autograder.remote import InProcessChannel, Student
+    from autograder.checking.remote import InProcessChannel, Student
     from tests.helpers import edited_solution
     text = edited_solution("transformer", replacements)
     student = Student(InProcessChannel(build.module_from_text("lmgrade_test_transformer_message", text)))

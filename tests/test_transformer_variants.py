@@ -6,7 +6,8 @@ questions the edit concerns (later questions reuse the code, and their `needs` p
 """
 import pytest
 
-from autograder import assignments, runner
+from autograder.authoring import assignments
+from autograder.grading import runner
 from tests.helpers import edited_solution, failing_in_process
 
 TRANSFORMER = assignments.get("transformer")

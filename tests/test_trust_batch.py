@@ -24,7 +24,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from autograder import assignments, batch
+from autograder.authoring import assignments
+from autograder.grading import batch
 from tests.test_batch import FAST, lost, points, read_grades, solution, tiny  # noqa: F401 - tiny is a fixture
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "gradescope_results.schema.json").read_text())
@@ -196,7 +197,7 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_continues(tmp_path, tiny, who
         time.sleep(0.05)
     assert proc.poll() is None, "the batch ended before it could be interrupted"
     running = _ours(str(tmp_path), str(tiny.root))
-    assert any("autograder.batch" in p for p in running), running  # graders are found while they run
+    assert any("autograder.grading.batch" in p for p in running), running  # graders are found while they run
     if whom == "group":
         os.killpg(proc.pid, signal.SIGINT)
     else:
@@ -220,7 +221,7 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_continues(tmp_path, tiny, who
 @pytest.mark.parametrize("umask, file_mode, dir_mode", [(0o077, 0o640, 0o750), (0o022, 0o644, 0o755),
                                                         (0o002, 0o664, 0o775)])
 def test_output_files_follow_the_umask_but_are_never_owner_only(tmp_path, umask, file_mode, dir_mode):
-    from autograder import results
+    from autograder.grading import results
     previous = os.umask(umask)
     try:
         results.write_text(tmp_path / "new" / "deeper" / "grades.csv", "a,b\n")

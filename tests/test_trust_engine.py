@@ -17,13 +17,15 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import checks, runner, wire
-from autograder.assignments import Assignment
-from autograder.compare import assert_close
+from autograder.authoring.assignments import Assignment
+from autograder.checking import checks
+from autograder.checking.compare import assert_close
+from autograder.checking.remote import Student, StudentCrash
+from autograder.checking.torch_checks import assert_device_agnostic, assert_on_device, assert_param_grads, gradcheck
 from autograder.errors import CheckFailed
-from autograder.remote import Student, StudentCrash
-from autograder.sandbox import Limits, Sandbox
-from autograder.torch_checks import assert_device_agnostic, assert_on_device, assert_param_grads, gradcheck
+from autograder.grading import runner
+from autograder.sandbox import wire
+from autograder.sandbox.lifecycle import Limits, Sandbox
 
 LIMITS = Limits(call_timeout=20, load_timeout=20)
 
@@ -70,7 +72,7 @@ class CutScale(Scale):  # the parameter's gradient is cut
 FAKE_VJP = '''
 import sys
 import torch
-_W = sys.modules["autograder.worker"].Worker
+_W = sys.modules["autograder.sandbox.worker"].Worker
 _real_call, _real_vjp = _W.op_call, _W.op_vjp
 _seen = []
 
@@ -110,7 +112,7 @@ _W.op_call, _W.op_vjp = _spy_call, _fake_vjp
 
 FAKE_META = '''
 import sys
-_W = sys.modules["autograder.worker"].Worker
+_W = sys.modules["autograder.sandbox.worker"].Worker
 
 def _fake_meta(self, msg, arrays):  # "every output on meta, in the dtype asked for, nothing foreign"
     return {"outputs": [{"device": "meta", "dtype": msg.get("dtype", "float32"), "shape": [2, 3]}], "foreign": None}
@@ -123,7 +125,7 @@ _W.op_meta = _fake_meta
 FAKE_ENCODE = '''
 import sys
 import torch
-_wire = sys.modules["autograder.wire"]
+_wire = sys.modules["autograder.sandbox.wire"]
 _real_encode = _wire.encode
 
 def _fake_encode(value, arrays, *, make_handle=None, depth=0):
@@ -279,7 +281,7 @@ def test_a_device_claim_only_fails_or_notes():
 # ---- replies that balloon ------------------------------------------------------------------
 HUGE_REPLY = '''
 import os, struct, sys
-_W = sys.modules["autograder.worker"].Worker
+_W = sys.modules["autograder.sandbox.worker"].Worker
 _real_send = _W.send
 
 def _send(self, message, arrays):
@@ -350,7 +352,7 @@ def test_array_element_bound(monkeypatch):
 
 # ---- a toy assignment: cached thresholds and blame ---------------------------------------------
 TOY_CHECKS = '''
-from autograder.checks import check
+from autograder.checking.checks import check
 from autograder.errors import CheckFailed
 
 
@@ -447,7 +449,7 @@ MultiHeadAttention.forward = _no_grad_forward
 
 @pytest.mark.usefixtures("policy_off")
 def test_a_replaced_op_vjp_gains_nothing_in_the_attention_assignment(tmp_path):
-    from autograder import assignments
+    from autograder.authoring import assignments
     from tests.helpers import solution_text
 
     attention = assignments.get("attention")
@@ -466,7 +468,7 @@ def test_a_replaced_op_vjp_gains_nothing_in_the_attention_assignment(tmp_path):
 
 def test_blame_names_only_functions_that_fail_on_their_own():
     """A check of two functions that fails blames neither when each passes its own check."""
-    from autograder.checks import CheckSpec
+    from autograder.checking.checks import CheckSpec
 
     def spec(name, question, uses, needs=()):
         return CheckSpec(name=name, question=question, points=1, title=name, uses=uses, needs=needs)
@@ -484,7 +486,7 @@ def test_blame_names_only_functions_that_fail_on_their_own():
 
 def test_blame_in_a_one_question_run_names_no_function_whose_own_checks_did_not_run():
     """Grading only Q2: a failing check of several functions there says nothing of a Q1 function."""
-    from autograder.checks import CheckSpec
+    from autograder.checking.checks import CheckSpec
 
     def spec(name, question, uses, needs=()):
         return CheckSpec(name=name, question=question, points=1, title=name, uses=uses, needs=needs)
@@ -499,7 +501,7 @@ def test_blame_in_a_one_question_run_names_no_function_whose_own_checks_did_not_
 
 def test_graded_code_that_reaches_the_engine_loses_the_device_checks(tmp_path):
     """Replacing `Worker.op_meta` to hide a hard-coded device keeps no point that relies on the probe."""
-    from autograder import assignments
+    from autograder.authoring import assignments
     from tests.helpers import solution_text
     attention = assignments.get("attention")
     forged = tmp_path / "forged.py"
@@ -515,7 +517,7 @@ def test_graded_code_that_reaches_the_engine_loses_the_device_checks(tmp_path):
 
 
 SEAL_CHECKS = '''
-from autograder.checks import check
+from autograder.checking.checks import check
 
 
 @check(1, 1, "before the student sees held-out text", uses=("leak",))
@@ -550,7 +552,7 @@ def test_only_the_first_loads_words_reach_the_notes_shown_at_once(tmp_path):
     """A reload after a restart ran after checks handed the worker inputs: its errors are never shown."""
     from types import SimpleNamespace
 
-    from autograder import extract
+    from autograder.sandbox import extract
     path = tmp_path / "submission.py"
     path.write_text("def f(x):\n    return x\n")
     sub = extract.read_submission(path)

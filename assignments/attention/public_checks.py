@@ -10,10 +10,10 @@ shows (6 query heads, 2 key/value heads), positions beyond the first few, float6
 """
 import torch
 
-from autograder.checks import check
-from autograder.compare import assert_close, assert_dtype, assert_equal, assert_finite, assert_shape
-from autograder.purity import call_pure
-from autograder.torch_checks import (
+from autograder.checking.checks import check
+from autograder.checking.compare import assert_close, assert_dtype, assert_equal, assert_finite, assert_shape
+from autograder.checking.purity import call_pure
+from autograder.checking.torch_checks import (
     assert_device_agnostic, float32_of, gradcheck, linear_state, randn, reference_module, student_module,
 )
 

@@ -22,13 +22,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import check, reference_result
-from autograder.compare import as_array, as_bool, assert_close, assert_finite, assert_shape, parts
+from autograder.checking.checks import check, reference_result
+from autograder.checking.compare import as_array, as_bool, assert_close, assert_finite, assert_shape, parts
+from autograder.checking.gradients import assert_gradient, finite_difference
+from autograder.checking.perplexity import assert_perplexity
+from autograder.checking.purity import call_pure, call_twice
 from autograder.errors import CheckFailed
-from autograder.gradients import assert_gradient, finite_difference
-from autograder.perplexity import assert_perplexity
-from autograder.purity import call_pure, call_twice
-from autograder.support import SmoothFunction, word_ids, word_vocab
+from autograder.sandbox.support import SmoothFunction, word_ids, word_vocab
 
 PARAM_NAMES = ("E", "W", "b", "U", "b2")
 FD_TOL = dict(rtol=1e-5, atol=1e-8)  # finite differences with eps 1e-6 in float64 are good to ~1e-9

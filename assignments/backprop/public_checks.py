@@ -10,11 +10,11 @@ import math
 
 import numpy as np
 
-from autograder.checks import check
-from autograder.compare import as_array, as_bool, assert_close, assert_finite, assert_shape, parts
+from autograder.checking.checks import check
+from autograder.checking.compare import as_array, as_bool, assert_close, assert_finite, assert_shape, parts
+from autograder.checking.gradients import assert_gradient, finite_difference
+from autograder.checking.purity import call_pure
 from autograder.errors import CheckFailed
-from autograder.gradients import assert_gradient, finite_difference
-from autograder.purity import call_pure
 
 LOGITS = np.array([[0.0, 1.0, 2.0, 3.0], [1.0, 1.0, 1.0, 1.0], [-2.0, 0.5, 0.0, 4.0]])  # (B=3, V=4)
 TARGETS = np.array([3, 0, 1])
@@ -170,7 +170,7 @@ def public_ffnn(t):
 @check(5, 1, "numerical_gradient (default step and eps=1e-2), relative_error and gradient_check on a smooth function",
        public=True, uses=("numerical_gradient", "relative_error", "gradient_check"))
 def public_gradcheck(t):
-    from autograder.support import SmoothFunction
+    from autograder.sandbox.support import SmoothFunction
     x = np.array([[0.3, -1.2, 0.5], [2.0, 0.1, -0.7]])  # (2, 3)
     f = t.student.support("smooth_function", 7, [2, 3])  # the value only: no gradient to copy
     mine = SmoothFunction(7, (2, 3))

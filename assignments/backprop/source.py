@@ -696,7 +696,7 @@ def train_ffnn(ids: np.ndarray, vocab_size: int, *, context: int = 2, dim: int =
 import time
 
 from autograder.data import shakespeare
-from autograder.support import word_ids, word_vocab
+from autograder.sandbox.support import word_ids, word_vocab
 
 train_lines, valid_lines = shakespeare.lines("train"), shakespeare.lines("validation")
 vocab = word_vocab(train_lines, 2000)

@@ -1,12 +1,12 @@
 """Hidden checks for `ngram`. Never shipped to students.
 
 Each question is graded on its own where possible: Q4 and Q5 use grader-made table models
-(`autograder/support.py`), so a bug in the student's Q3 classes costs only Q3 (and Q6, which by
+(`autograder/sandbox/support.py`), so a bug in the student's Q3 classes costs only Q3 (and Q6, which by
 design scores the student's whole pipeline). Where a check still calls an earlier question's
 function (`NGramLM` counts with `count_ngrams`, `tune_lambdas` ranks with `perplexity`), it says
 so with `needs`, and a failure there points at the earlier function first.
 
-Q6 scores language models only from whole next-word distributions (see autograder/perplexity.py):
+Q6 scores language models only from whole next-word distributions (see autograder/checking/perplexity.py):
 the held-out words never reach the student's process, and the synthetic language's seed is a
 secret of the grader.
 """
@@ -15,14 +15,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from autograder.checks import check, reference_result
-from autograder.compare import assert_close, assert_equal
-from autograder.errors import CheckFailed
-from autograder.perplexity import (check_distributions, context_at, log_ratio, perplexity_from_logprobs,
+from autograder.checking.checks import check, reference_result
+from autograder.checking.compare import assert_close, assert_equal
+from autograder.checking.perplexity import (check_distributions, context_at, log_ratio, perplexity_from_logprobs,
                                    plan_logprobs, plan_perplexity, plan_positions, request_order, target_at,
                                    transition_test)
-from autograder.purity import call_pure, call_twice
-from autograder.support import TableLM, random_sentences
+from autograder.errors import CheckFailed
+from autograder.checking.purity import call_pure, call_twice
+from autograder.sandbox.support import TableLM, random_sentences
 
 PPL_MARGIN = 0.10  # Q6 thresholds: the reference's perplexity on the same positions plus 10%
 # Q6 flags (bench/ngram_thresholds.py): correct models stay above these ratios under every plan;

@@ -7,11 +7,11 @@ context never seen, a tie in greedy decoding, a function that changes its argume
 """
 import math
 
-from autograder.checks import check
-from autograder.compare import assert_close, assert_equal
+from autograder.checking.checks import check
+from autograder.checking.compare import assert_close, assert_equal
+from autograder.checking.perplexity import check_distributions, transition_test
+from autograder.checking.purity import call_pure, call_twice
 from autograder.errors import CheckFailed
-from autograder.perplexity import check_distributions, transition_test
-from autograder.purity import call_pure, call_twice
 
 LINES = ["Why, 'tis the KING's!", "O Romeo, Romeo! wherefore art thou Romeo?", "  Exit, pursued by a bear.  ",
          "In 1599--at eight o'clock."]

@@ -23,15 +23,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.checks import assert_descends, check, reference_result, start_profile
-from autograder.compare import (as_array, assert_close, assert_dtype, assert_equal, assert_shape, explain_library_error,
+from autograder.checking.checks import assert_descends, check, reference_result, start_profile
+from autograder.checking.compare import (as_array, assert_close, assert_dtype, assert_equal, assert_shape, explain_library_error,
                                 library_advice, parts)
-from autograder.errors import CheckFailed
-from autograder.perplexity import assert_perplexity
-from autograder.purity import call_pure, call_twice
-from autograder.remote import StudentError
-from autograder.torch_checks import (MODULE_TOLERANCES, assert_device_agnostic, assert_global_generator_untouched,
+from autograder.checking.perplexity import assert_perplexity
+from autograder.checking.purity import call_pure, call_twice
+from autograder.checking.remote import StudentError
+from autograder.checking.torch_checks import (MODULE_TOLERANCES, assert_device_agnostic, assert_global_generator_untouched,
                                      gradcheck, load_weights, output, randn)
+from autograder.errors import CheckFailed
 
 F32, F64 = torch.float32, torch.float64
 DTYPES = (F32, F64)

@@ -14,13 +14,13 @@ No public check trains beyond three exact steps of a tiny model.
 import numpy as np
 import torch
 
-from autograder.checks import check
-from autograder.compare import as_array, assert_close, assert_equal, parts
-from autograder.errors import CheckFailed
-from autograder.purity import call_pure, call_twice
-from autograder.remote import StudentError
-from autograder.torch_checks import (assert_device_agnostic, assert_global_generator_untouched, float32_of,
+from autograder.checking.checks import check
+from autograder.checking.compare import as_array, assert_close, assert_equal, parts
+from autograder.checking.purity import call_pure, call_twice
+from autograder.checking.remote import StudentError
+from autograder.checking.torch_checks import (assert_device_agnostic, assert_global_generator_untouched, float32_of,
                                      load_weights, output, randn)
+from autograder.errors import CheckFailed
 
 F32, F64 = torch.float32, torch.float64
 

@@ -27,22 +27,22 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from autograder.checks import assert_descends, check, start_profile
+from autograder.checking.checks import assert_descends, check, start_profile
 
 try:
-    from autograder.checks import reference_result
+    from autograder.checking.checks import reference_result
 except ImportError:  # pragma: no cover - an engine that computes cached results on first use
     def reference_result(key):
         return lambda fn: fn
-from autograder.compare import assert_close, assert_equal, assert_shape
-from autograder.errors import CheckFailed
-from autograder.perplexity import assert_perplexity
-from autograder.remote import StudentError
-from autograder.torch_checks import (assert_device_agnostic, assert_global_generator_untouched, assert_param_grads,
+from autograder.checking.compare import assert_close, assert_equal, assert_shape
+from autograder.checking.perplexity import assert_perplexity
+from autograder.checking.remote import StudentError
+from autograder.checking.torch_checks import (assert_device_agnostic, assert_global_generator_untouched, assert_param_grads,
                                      gradcheck, load_weights)
+from autograder.errors import CheckFailed
 
 try:
-    from autograder.purity import call_pure, call_twice
+    from autograder.checking.purity import call_pure, call_twice
 except ImportError:  # pragma: no cover - the engine always has it; keeps older checkouts importable
     def call_pure(fn, *args, what=None, **kwargs):
         return fn(*args, **kwargs)

@@ -16,13 +16,13 @@ import math
 import numpy as np
 import torch
 
-from autograder.checks import check
-from autograder.compare import assert_close, assert_equal
+from autograder.checking.checks import check
+from autograder.checking.compare import assert_close, assert_equal
+from autograder.checking.torch_checks import float32_of, load_weights
 from autograder.errors import CheckFailed
-from autograder.torch_checks import float32_of, load_weights
 
 try:
-    from autograder.purity import call_pure
+    from autograder.checking.purity import call_pure
 except ImportError:  # pragma: no cover - the engine always has it
     def call_pure(fn, *args, what=None, **kwargs):
         return fn(*args, **kwargs)

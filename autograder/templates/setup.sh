@@ -75,5 +75,5 @@ chown -R root:root "$SOURCE"
 chmod 700 "$SOURCE"
 
 echo "== self-test"
-LMGRADE_WORKER_USER="$WORKER_USER" "$VENV/bin/python" -I -m autograder.gradescope selftest --root "$ROOT"
+LMGRADE_WORKER_USER="$WORKER_USER" "$VENV/bin/python" -I -m autograder.grading.gradescope selftest --root "$ROOT"
 echo "lmgrade setup finished"

@@ -9,7 +9,7 @@ A local variable, a parameter, an attribute of the student's own object (`self.l
 student's own function of the same name is not a use, and neither is a string.
 
 This is sound only for code the grader can read: reflection, code made at run time, modules used
-as values and patched libraries are refused outright by `autograder.policy`, which leans on the
+as values and patched libraries are refused outright by `autograder.sandbox.policy`, which leans on the
 same resolution. Uses spread from a statement to the names it binds, then to every name that
 refers to a tainted name or is changed by a tainted function (`spread`).
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from autograder.extract import Cell
+from autograder.sandbox.extract import Cell
 
 # The grader's own code in the worker: graded code that imports it may rewrite what the worker reports.
 # (The policy refuses such imports outright; this stays for callers that ask who reaches the engine.)

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from autograder import checks as checks_mod
-from autograder import wire
+from autograder.checking import checks as checks_mod
+from autograder.sandbox import wire
 
-ROOT = Path(os.environ.get("LMGRADE_ROOT", Path(__file__).resolve().parents[1]))
+ROOT = Path(os.environ.get("LMGRADE_ROOT", Path(__file__).resolve().parents[2]))
 IDS = ("ngram", "backprop", "rnn_lm", "attention", "transformer")  # course order
 
 

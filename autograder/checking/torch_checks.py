@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from autograder.compare import assert_close
+from autograder.checking.compare import assert_close
+from autograder.checking.remote import StudentError
 from autograder.errors import CheckFailed
-from autograder.remote import StudentError
 
 # Composite modules (several matmuls and a softmax) in float32 drift further from a float64 truth
 # than torch.testing's elementwise defaults allow; float64 keeps its tight tolerances.

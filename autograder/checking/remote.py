@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder import wire
 from autograder.errors import CheckFailed
-from autograder.sandbox import WorkerFailure
+from autograder.sandbox import wire
+from autograder.sandbox.lifecycle import WorkerFailure
 
 
 class StudentError(CheckFailed):
@@ -33,7 +33,7 @@ class InProcessChannel:
     """Answers requests with a trusted module in this process: the reference, for fixtures and tests."""
 
     def __init__(self, module, device: str = "cpu"):
-        from autograder.worker import Worker
+        from autograder.sandbox.worker import Worker
         self.worker = Worker(module=module)
         self.worker.device = device
 
@@ -99,7 +99,7 @@ class Student:
         return self._request({"op": "put"}, {"value": value}, f"sending {label}")
 
     def support(self, name: str, *args) -> "Remote":
-        """A helper object or data set (autograder/support.py), made in the student's process."""
+        """A helper object or data set (autograder/sandbox/support.py), made in the student's process."""
         return self._request({"op": "support", "name": name}, {"args": list(args)}, f"creating {name}")
 
     def _request(self, message: dict, payload: dict, label: str, timeout: float | None = None, *,

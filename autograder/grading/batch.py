@@ -2,7 +2,7 @@
 
 Why a module of its own: a batch must survive anything one submission does, resume where it
 stopped, and leave files a TA can use (grades.csv, one feedback file per student, a summary, a
-histogram, and the class's leaderboard.csv and report.html from `autograder.report`). Each
+histogram, and the class's leaderboard.csv and report.html from `autograder.grading.report`). Each
 submission is graded by `runner.grade` inside one of `--jobs` long-lived grader processes; if a
 grader process dies (the submission killed it, or the machine ran out of memory) that submission
 is retried once in a fresh one and otherwise recorded as an error, and the batch goes on. Results
@@ -34,11 +34,13 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import assignments, extract, results, runner, sandbox
-from autograder import report as class_report
-from autograder.assignments import Assignment
-from autograder.results import clean
-from autograder.runner import CheckResult, Report
+from autograder.authoring import assignments
+from autograder.authoring.assignments import Assignment
+from autograder.grading import results, runner
+from autograder.grading import report as class_report
+from autograder.grading.results import clean
+from autograder.grading.runner import CheckResult, Report
+from autograder.sandbox import extract, lifecycle as sandbox
 
 SUFFIXES = (".ipynb", ".py")
 METADATA = "submission_metadata.yml"  # Gradescope's "Export Submissions" index
@@ -443,7 +445,7 @@ class Outcome:
 
 
 class GraderProcess:
-    """A long-lived `python -m autograder.batch --serve` that grades one submission at a time.
+    """A long-lived `python -m autograder.grading.batch --serve` that grades one submission at a time.
 
     Jobs and replies are JSON lines; each job carries a fresh random token that its reply must
     echo, so a line written by anyone else (the grader is non-dumpable, so a worker cannot reach
@@ -456,7 +458,7 @@ class GraderProcess:
         self.tmp = Path(tempfile.mkdtemp(prefix="lmgrade-grader-"))
         os.chmod(self.tmp, 0o711)
         # its own session: a Ctrl-C at the terminal reaches only the batch, which stops graders itself
-        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.batch", "--serve", json.dumps(config)],
+        self.proc = subprocess.Popen([sys.executable, "-m", "autograder.grading.batch", "--serve", json.dumps(config)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
                                      env=dict(os.environ, TMPDIR=str(self.tmp)), start_new_session=True)
         self.buffer = b""
@@ -613,11 +615,11 @@ def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1,
     Each submission's record is saved (atomically) the moment it is graded, so Ctrl-C loses only
     the submissions in progress: it raises `Interrupted` once every grader process is gone.
 
-    `shard=(K, N)` grades only part K of N (see `autograder.shard`) and writes only that part's
+    `shard=(K, N)` grades only part K of N (see `autograder.grading.shard`) and writes only that part's
     records and its manifest, never grades.csv or another shard's files; `lmgrade merge` writes
     the outputs once every part is done.
     """
-    from autograder import shard as sharding  # imports this module: only here, not at the top
+    from autograder.grading import shard as sharding  # imports this module: only here, not at the top
     results.make_dir(out)
     state = out / ".lmgrade"
     everyone = discover(inputs, assignment, state if shard is None else sharding.workdir(state, *shard), skip=out)

@@ -92,7 +92,7 @@ def seed_everything(seed: int) -> None:
 class Context:
     """What a check receives. `student` calls run in the student's process."""
 
-    student: object  # autograder.remote.Student
+    student: object  # autograder.checking.remote.Student
     ref: object | None  # the reference module (None where only fixtures are available)
     spec: CheckSpec
     device: str = "cpu"

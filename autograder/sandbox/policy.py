@@ -3,7 +3,7 @@
 Why an allowlist: a list of banned spellings loses to the next spelling (a computed `getattr` on a
 loop variable, a `__subclasses__()` walk, `f.__globals__`, a marshalled code object,
 `pickle.loads`, `__builtins__["getattr"]` all earned points). Here the grader refuses what it
-cannot read, so that the names it resolves (autograder.forbidden) are all the code can reach:
+cannot read, so that the names it resolves (autograder.sandbox.forbidden) are all the code can reach:
 
 * no reflection: `getattr`/`hasattr` only with a literal name, no `setattr`, `delattr`, `vars`,
   `globals`, `locals`, `dir`, no double-underscore names beyond the data-model methods in
@@ -39,8 +39,8 @@ import importlib
 import types
 import warnings
 
-from autograder.extract import Cell
-from autograder.forbidden import Program, Use, import_binding, import_paths, label, literal_getattr, spread
+from autograder.sandbox.extract import Cell
+from autograder.sandbox.forbidden import Program, Use, import_binding, import_paths, label, literal_getattr, spread
 
 EVERYTHING = "*"  # key of `refused` when code that runs at load is outside the subset: every check is withheld
 

@@ -137,7 +137,7 @@ def check_distributions(rows, contexts: list[tuple], n_words: int, what: str, *,
 
     `name_contexts=False` for held-out contexts: the message must not print held-out text.
     """
-    from autograder.compare import as_array
+    from autograder.checking.compare import as_array
     arr, _ = as_array(rows, what)
     if arr.shape != (len(contexts), n_words):
         raise CheckFailed(f"{what}: expected {len(contexts)} distributions of {n_words} probabilities, "

@@ -5,7 +5,7 @@ torch, or lie in `__eq__`. Here it can do all of that and the grader only ever r
 data (see `wire.py`); scores are computed elsewhere. This module must not import anything that
 holds reference solutions or hidden checks.
 
-Run as `python -m autograder.worker READ_FD WRITE_FD` by `sandbox.py`.
+Run as `python -m autograder.sandbox.worker READ_FD WRITE_FD` by `sandbox.py`.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import types
 
 import numpy as np
 
-from autograder import wire
+from autograder.sandbox import wire
 
 CELL_PREFIX = "<graded cell "
 OUTPUT_LIMIT = 4000  # characters of student output kept per request
@@ -209,7 +209,7 @@ class Worker:
 
     def op_support(self, msg, arrays):
         """Create one of the grader's plain helper objects (see support.py) inside this process."""
-        from autograder import support
+        from autograder.sandbox import support
         factory = support.FACTORIES[msg["name"]]
         return self.make_handle(factory(*self.decode(msg["args"], arrays)))
 

@@ -15,8 +15,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from autograder.checks import leaderboard_entry
-from autograder.runner import Report
+from autograder.checking.checks import leaderboard_entry
+from autograder.grading.runner import Report
 
 FIELD_LIMIT = 50_000  # Gradescope truncates text fields at 100,000 characters
 # C0 and C1 control characters but tab and newline: terminal escapes, carriage returns that hide a line

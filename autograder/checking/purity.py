@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
+from autograder.checking.remote import Remote, _describe, describe_args
 from autograder.errors import CheckFailed
-from autograder.remote import Remote, _describe, describe_args
 
 __all__ = ["call_pure", "call_twice", "first_difference"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autograder.compare import as_array, assert_close
+from autograder.checking.compare import as_array, assert_close
 from autograder.errors import CheckFailed
 
 

@@ -14,13 +14,14 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder import extract, forbidden, policy
-from autograder.assignments import Assignment
-from autograder.checks import Context, load_reference_results, seed_everything, seed_for
-from autograder.compare import explain_library_error
+from autograder import PACKAGE_DIR
+from autograder.authoring.assignments import Assignment
+from autograder.checking.checks import Context, load_reference_results, seed_everything, seed_for
+from autograder.checking.compare import explain_library_error
+from autograder.checking.remote import Student, StudentError
 from autograder.errors import CheckFailed
-from autograder.remote import Student, StudentError
-from autograder.sandbox import Limits, Sandbox, WorkerFailure
+from autograder.sandbox import extract, forbidden, policy
+from autograder.sandbox.lifecycle import Limits, Sandbox, WorkerFailure
 
 OUTPUT_LIMIT = 4000  # characters of feedback per check
 TRUNCATED = "\n... (feedback truncated)"
@@ -191,7 +192,7 @@ def _cache_tag(assignment: Assignment) -> str:
     hidden = assignment.dir / "hidden_checks.py"
     digest.update(hidden.read_bytes() if hidden.exists() else b"")
     digest.update(shakespeare.version().encode())
-    digest.update((Path(__file__).with_name("support.py")).read_bytes())  # grader-made data feeds the reference too
+    digest.update((PACKAGE_DIR / "sandbox" / "support.py").read_bytes())  # grader-made data feeds the reference too
     return f"{assignment.id}-{digest.hexdigest()[:16]}"
 
 

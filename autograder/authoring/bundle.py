@@ -14,11 +14,11 @@ import importlib.metadata
 import shutil
 from pathlib import Path
 
-from autograder import build
-from autograder.assignments import ROOT, Assignment, available
+from autograder import PACKAGE_DIR
+from autograder.authoring import build
+from autograder.authoring.assignments import ROOT, Assignment, available
 from autograder.data import shakespeare
 
-PACKAGE_DIR = Path(__file__).resolve().parent
 MARKER = ".lmgrade-bundle"  # lets a rebuild replace an old bundle, and only a bundle
 # Files of an assignment folder that students get (everything else stays with the grader).
 PUBLIC_FILES = ("meta.toml", "public_checks.py")

@@ -15,12 +15,13 @@ from pathlib import Path
 import nbformat
 import numpy as np
 
-from autograder import source, wire
-from autograder.assignments import Assignment, available
-from autograder.checks import Context, seed_everything
+from autograder.authoring import source
+from autograder.authoring.assignments import Assignment, available
+from autograder.checking.checks import Context, seed_everything
+from autograder.checking.remote import InProcessChannel, Student
 from autograder.errors import CheckFailed
-from autograder.extract import GRADED_MARKER
-from autograder.remote import InProcessChannel, Student
+from autograder.sandbox import wire
+from autograder.sandbox.extract import GRADED_MARKER
 
 MARKER_LINE = f"{GRADED_MARKER}: graded by name. Keep the names and signatures; put everything your code needs in graded cells."
 

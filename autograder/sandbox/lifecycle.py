@@ -47,7 +47,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import wire
+from autograder import PACKAGE_DIR
+from autograder.sandbox import wire
 
 try:  # POSIX only: Windows students still run the public checks, without limits
     import fcntl
@@ -58,7 +59,6 @@ try:
 except ImportError:
     resource = None
 
-PACKAGE_DIR = Path(__file__).resolve().parent
 # Isolated like -I (no user site-packages, no script directory on sys.path) but without -E, so that
 # the environment _env builds, which holds nothing else, applies: -I would ignore PYTHONHASHSEED and
 # give every worker a new set order, and a submission that iterates a set of strings a new score.
@@ -361,7 +361,7 @@ class Sandbox:
                 _landlock_restrict(ruleset)
 
         bootstrap = ("import sys; sys.path.insert(0, sys.argv[1]); "
-                     "from autograder.worker import main; main(sys.argv[1:])")
+                     "from autograder.sandbox.worker import main; main(sys.argv[1:])")
         preload = ["torch"] if self.import_torch else []  # imported before the first request arrives
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
@@ -400,7 +400,7 @@ class Sandbox:
         python = self.limits.worker_python or sys.executable
         bootstrap = ("import os, sys; sys.path.insert(0, sys.argv[1]); r, w = os.dup(0), os.dup(1)\n"
                      "if sys.platform == 'win32':\n import msvcrt; msvcrt.setmode(r, os.O_BINARY); msvcrt.setmode(w, os.O_BINARY)\n"
-                     "from autograder.worker import main; main([sys.argv[1], str(r), str(w), *sys.argv[2:]])")
+                     "from autograder.sandbox.worker import main; main([sys.argv[1], str(r), str(w), *sys.argv[2:]])")
         flags = getattr(subprocess, "CREATE_NO_WINDOW", 0) | getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
         try:
             self.proc = subprocess.Popen(

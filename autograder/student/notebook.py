@@ -22,7 +22,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.assignments import IDS
+from autograder.authoring.assignments import IDS
 
 
 class NotebookNotFound(RuntimeError):
@@ -245,7 +245,8 @@ def kernel_assignment(namespace: dict, environ) -> str | None:
 
 def graded_names() -> dict[str, set[str]]:
     """Names defined in the graded cells of each available starter notebook."""
-    from autograder import assignments, extract
+    from autograder.authoring import assignments
+    from autograder.sandbox import extract
     names = {}
     for assignment in assignments.available():
         if assignment.starter_path.is_file():
@@ -365,7 +366,8 @@ def check_notebook(path: str = "", assignment: str | None = None, question: int 
     start to warn about an old name (rename, Save As) instead of grading it silently.
     """
     called = time.time()
-    from autograder import assignments, results, runner
+    from autograder.authoring import assignments
+    from autograder.grading import results, runner
     try:
         notebook, saved = locate(path, assignment=assignment, now=called)
         chosen = assignments.get(assignment or infer_assignment(notebook))
@@ -384,7 +386,7 @@ def check_notebook(path: str = "", assignment: str | None = None, question: int 
 
 def export_answers(path: str = "", assignment: str | None = None) -> None:
     """`lmgrade export` for the notebook that is open: its written answers as a PDF beside it."""
-    from autograder import export
+    from autograder.student import export
     try:
         notebook, saved = locate(path, assignment=assignment, now=time.time())
         print(saved)
@@ -397,7 +399,7 @@ def export_answers(path: str = "", assignment: str | None = None) -> None:
 
 def infer_assignment(path: Path) -> str:
     """The assignment a notebook is for: its lmgrade metadata, else its file name."""
-    from autograder.extract import NotebookError, parse_notebook
+    from autograder.sandbox.extract import NotebookError, parse_notebook
     try:
         meta = parse_notebook(Path(path).read_bytes()).get("metadata", {}).get("lmgrade", {})
         if isinstance(meta, dict) and meta.get("assignment") in IDS:

@@ -2,7 +2,7 @@
 
 Gradescope unpacks the zip into `<root>/source` (root is `/autograder`), runs `setup.sh` once as
 root, then for each submission runs `run_autograder`, which calls
-`python -I -m autograder.gradescope run --root /autograder`: the student's files are in
+`python -I -m autograder.grading.gradescope run --root /autograder`: the student's files are in
 `<root>/submission`, and `<root>/results/results.json` must be left valid whatever happens.
 
 Who can read what: `source/` holds the reference solutions, hidden checks, the test split and the
@@ -30,14 +30,17 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import assignments, build, bundle, extract, results, runner
+from autograder import PACKAGE_DIR
+from autograder.authoring import assignments, build, bundle
 from autograder.data import shakespeare
+from autograder.grading import results, runner
+from autograder.sandbox import extract
 
 DEFAULT_ROOT = Path("/autograder")
 DEFAULT_WORKER_USER = "lmgrade-student"
 CONFIG = "lmgrade-gradescope.json"  # in source/: which assignment this autograder grades
 METADATA = "submission_metadata.json"  # Gradescope's, beside source/: earlier submissions and their feedback
-TEMPLATES = Path(__file__).resolve().parent / "templates"
+TEMPLATES = PACKAGE_DIR / "templates"
 RESULT_LIMIT = 100_000  # Gradescope cuts text fields here; results.py clips well below it
 IGNORED_DIRS = {"__MACOSX", "__pycache__", ".ipynb_checkpoints", ".git"}
 SHOWN = 20  # at most this many file names in a message
@@ -282,8 +285,8 @@ def lmgrade_probe(source, results):
 
 def check_worker(root: Path, user: pwd.struct_passwd) -> None:
     """Start a real worker, as grading will, and make sure it runs as `user` and is locked out."""
-    from autograder.remote import Student
-    from autograder.sandbox import Limits, Sandbox
+    from autograder.checking.remote import Student
+    from autograder.sandbox.lifecycle import Limits, Sandbox
     cells = [{"index": 0, "number": 1, "source": _WORKER_PROBE}]
     try:
         with Sandbox(cells, limits=Limits(call_timeout=30, load_timeout=30)) as box:
@@ -491,7 +494,7 @@ def selftest(root: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.gradescope",
+    parser = argparse.ArgumentParser(prog="python -m autograder.grading.gradescope",
                                      description="Gradescope's side of lmgrade (run_autograder and setup.sh call it).")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, text in (("run", "grade <root>/submission into <root>/results/results.json"),

@@ -9,7 +9,7 @@ Nothing is run and the notebook is only read.
 Routes, in order: nbconvert's HTML printed by a headless Chromium (the system's, or Playwright's
 through nbconvert's `webpdf`), nbconvert's LaTeX PDF where `xelatex` is installed, else the HTML
 with what to install. Cells are found by the tags the build gives them (`written`, `answer`,
-`figure`; see autograder/source.py).
+`figure`; see autograder/authoring/source.py).
 """
 from __future__ import annotations
 

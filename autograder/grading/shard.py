@@ -34,9 +34,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder import assignments, batch, results
-from autograder.batch import BatchResult, Entry
-from autograder.results import clean
+from autograder.authoring import assignments
+from autograder.grading import batch, results
+from autograder.grading.batch import BatchResult, Entry
+from autograder.grading.results import clean
 
 MANIFEST_VERSION = 1
 INCOMPLETE = 3  # `lmgrade merge`: a shard is missing or unfinished, nothing was written
