@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 
 from autograder.authoring import assignments, build
-from autograder.grading import batch, results, runner, shard
-from autograder.sandbox import extract, lifecycle as sandbox
+from autograder.grading import batch, redaction, results, runner, shard
+from autograder.sandbox import extract, limits
 
 STAFF_COMMANDS = ("build", "gradescope", "grade", "merge", "selfcheck")  # need the course's hidden checks and solutions
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         return INTERRUPTED
 
 
-_Unconfined = getattr(sandbox, "Unconfined", RuntimeError)
+_Unconfined = getattr(limits, "Unconfined", RuntimeError)
 
 
 def _require_confinement(args) -> None:
@@ -213,12 +213,12 @@ def _require_confinement(args) -> None:
     refuse unless the TA says --allow-unconfined."""
     if getattr(args, "allow_unconfined", False):
         return
-    require = getattr(sandbox, "require_confinement", None)
+    require = getattr(limits, "require_confinement", None)
     if require is not None:
-        require(sandbox.Limits())  # raises sandbox.Unconfined with the reason and the way out
+        require(limits.Limits())  # raises limits.Unconfined with the reason and the way out
         return
-    level = getattr(sandbox, "confinement", None)
-    if level is not None and level(sandbox.Limits()) in ("none", False, None):
+    level = getattr(limits, "confinement", None)
+    if level is not None and level(limits.Limits()) in ("none", False, None):
         raise _Unconfined("Refusing to grade: student code would run unconfined here (no Landlock, no worker "
                           "user), able to read the reference solutions, hidden checks and test text. Pass "
                           "--allow-unconfined if you trust every submission.")
@@ -315,7 +315,7 @@ def _grade(args) -> int:
     if missing:
         raise ValueError(f"no such submission file: {', '.join(missing)}")
     _require_confinement(args)
-    secrets = batch.secret_lines(assignment)
+    secrets = redaction.secret_lines(assignment)
     for path in args.submissions:
         shown = results.clean(path)
         try:
@@ -328,7 +328,7 @@ def _grade(args) -> int:
                 continue
             report = runner.grade(path, assignment, device=device,
                                   questions=set(args.question) if args.question else None)
-            batch.redact_report(results.sanitize(report), secrets, path)  # no text of the grader's files in feedback
+            redaction.redact_report(results.sanitize(report), secrets, path)  # no text of the grader's files in feedback
         except Exception as exc:  # the grader itself failed: say so, and leave a valid results file
             message = results.clean(f"{type(exc).__name__}: {exc}")
             if args.json:

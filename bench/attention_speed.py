@@ -10,7 +10,6 @@ Run: .venv/bin/python bench/attention_speed.py
 """
 from __future__ import annotations
 
-import importlib.util
 import statistics
 import time
 from pathlib import Path
@@ -19,16 +18,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from autograder.authoring import assignments
+
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = [(8, 64, 128, 4), (8, 256, 256, 8), (4, 512, 512, 8)]  # (B, T, d_model, heads)
 REPEATS = 15
 
 
 def load_reference():
-    spec = importlib.util.spec_from_file_location("attention_reference", ROOT / "solutions" / "attention.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return assignments.get("attention").reference()
 
 
 def sdpa_mha(ref_module, heads):

@@ -45,7 +45,7 @@ def role(pid: int) -> str:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return "gone"
-    if "autograder.grading.batch --serve" in cmd:
+    if "autograder.grading.grader_process --serve" in cmd:
         return "grader"
     if "autograder.sandbox.worker" in cmd:
         return "worker"

@@ -6,19 +6,17 @@ reference and as a fraction of the limit.
 
 Run: .venv/bin/python bench/count_speed.py
 """
-import importlib.util
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from autograder.authoring import assignments  # noqa: E402
 from autograder.sandbox.support import random_sentences  # noqa: E402
 
 LIMIT_S = 30.0
-spec = importlib.util.spec_from_file_location("ref", ROOT / "solutions" / "ngram.py")
-ref = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(ref)
+ref = assignments.get("ngram").reference()
 
 
 def loop_count(sentences, n):

@@ -23,7 +23,6 @@ Run: .venv/bin/python bench/grading_cost.py
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -77,10 +76,8 @@ def grade_once(notebook: Path, cache: Path) -> dict:
 
 
 def load_reference():
-    spec = importlib.util.spec_from_file_location("ngram_reference", ROOT / "solutions" / "ngram.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from autograder.authoring import assignments
+    return assignments.get("ngram").reference()
 
 
 def reference_work() -> dict:

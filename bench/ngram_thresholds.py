@@ -18,7 +18,6 @@ fail by their whole-text ratio, never by the plan; cheating models must be flagg
 Run: .venv/bin/python bench/ngram_thresholds.py [--plans 100] [--languages 3]   (about ten minutes)
 """
 import argparse
-import importlib.util
 import math
 import sys
 from pathlib import Path
@@ -27,12 +26,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-spec = importlib.util.spec_from_file_location("ref", ROOT / "solutions" / "ngram.py")
-ref = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(ref)
-spec = importlib.util.spec_from_file_location("hidden", ROOT / "assignments" / "ngram" / "hidden_checks.py")
-hidden = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(hidden)
+from autograder.authoring import assignments  # noqa: E402
+
+NGRAM = assignments.get("ngram")
+ref = NGRAM.reference()
+hidden = assignments.load_module(NGRAM.dir / "hidden_checks.py", "lmgrade_checks_ngram_hidden")
 
 from autograder.checking.perplexity import plan_perplexity, plan_positions  # noqa: E402
 

@@ -34,7 +34,6 @@ Run: .venv/bin/python bench/ngram_vs_nltk.py [--valid-lines N]   (default 5000; 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 import sys
 import time
@@ -48,6 +47,7 @@ from nltk.lm.preprocessing import pad_both_ends  # noqa: E402
 from nltk.lm.util import log_base2  # noqa: E402
 from nltk.util import ngrams as nltk_ngrams  # noqa: E402
 
+from autograder.authoring import assignments  # noqa: E402
 from autograder.data import shakespeare  # noqa: E402
 
 VALID_LINES = 5_000
@@ -63,11 +63,7 @@ MODELS = [
 
 
 def load_reference():
-    path = ROOT / "solutions" / "ngram.py"
-    spec = importlib.util.spec_from_file_location("ngram_reference", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return assignments.get("ngram").reference()
 
 
 def prepare(ref, valid_lines: int):

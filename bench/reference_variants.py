@@ -6,9 +6,10 @@ solution with a line or two changed, so each bench states exactly what it change
 """
 from __future__ import annotations
 
-import importlib.util
 import types
 from pathlib import Path
+
+from autograder.authoring import assignments
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -16,10 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def load(name: str, path: Path, text: str | None = None) -> types.ModuleType:
     """The module at `path`, or `text` run as if it were that file."""
     if text is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
+        return assignments.load_module(Path(path), name)
     module = types.ModuleType(name)
     exec(compile(text, str(path), "exec"), module.__dict__)  # noqa: S102 - our own reference, edited
     return module

@@ -44,15 +44,12 @@ def child(notebook: str) -> None:
 
 def reference_trainings() -> dict:
     """CPU seconds of the reference's own Q7 and Q8 trainings, one thread, in this process."""
-    import importlib.util
-
+    
     import numpy as np
     import torch
     torch.set_num_threads(1)
-    spec = importlib.util.spec_from_file_location("rnn_lm_hidden", ROOT / "assignments/rnn_lm/hidden_checks.py")
-    hidden = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hidden)
     from autograder.authoring import assignments
+    hidden = assignments.load_module(ROOT / "assignments/rnn_lm/hidden_checks.py", "lmgrade_checks_rnn_lm_hidden")
     ref = assignments.get("rnn_lm").reference()
     vocab, train_ids, _ = hidden.char_data()
     model = ref.RNNLM(len(vocab), **hidden.Q7_MODEL, layer=ref.LSTMLayer)

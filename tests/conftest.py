@@ -21,6 +21,23 @@ def policy_off(monkeypatch):
     monkeypatch.setattr(policy, "refused", lambda cells, assignment: {})
 
 
+@pytest.fixture
+def course_copy(tmp_path, monkeypatch):
+    """A copy of the course files that the engine takes for the checkout, for tests that edit them.
+
+    Why: tests run in parallel (pytest-xdist), so a test that rewrote a committed file and put it
+    back would change what the tests beside it read.
+    """
+    from autograder.authoring import assignments
+    root = tmp_path / "course"
+    for name in ("assignments", "solutions", "starter_notebooks"):
+        shutil.copytree(assignments.ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("setup.cfg", "requirements.lock"):
+        shutil.copy2(assignments.ROOT / name, root / name)
+    monkeypatch.setattr(assignments, "ROOT", root)
+    return root
+
+
 @pytest.fixture(scope="session")
 def nobody_python():
     """An interpreter `nobody` can run, with this environment's packages: this one when its

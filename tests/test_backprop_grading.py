@@ -63,8 +63,8 @@ def test_hidden_small_case_matches_the_reference():
     """The numbers written out in hidden_checks.py are the reference's (and torch's) for that model."""
     import numpy as np
 
-    from autograder.authoring.assignments import _load_module
-    hidden = _load_module(BACKPROP.dir / "hidden_checks.py", "lmgrade_checks_backprop_hidden")
+    from autograder.authoring.assignments import load_module
+    hidden = load_module(BACKPROP.dir / "hidden_checks.py", "lmgrade_checks_backprop_hidden")
     ref = BACKPROP.reference()
     loss, grads = ref.ffnn_loss_and_grads(hidden.SMALL_PARAMS, hidden.SMALL_CONTEXTS, hidden.SMALL_TARGETS)
     _, torch_loss, torch_grads = hidden.torch_ffnn(hidden.SMALL_PARAMS, hidden.SMALL_CONTEXTS, hidden.SMALL_TARGETS)

@@ -14,7 +14,7 @@ import pytest
 
 from autograder.authoring import assignments
 from autograder.grading import runner
-from autograder.sandbox.lifecycle import Limits
+from autograder.sandbox.limits import Limits
 
 LIMITS = Limits(call_timeout=2, load_timeout=5)
 NGRAM = assignments.get("ngram")

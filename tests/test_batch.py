@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from autograder.authoring import assignments
-from autograder.grading import batch
-from autograder.sandbox.lifecycle import Limits
+from autograder.grading import batch, outputs, records, redaction, submissions
+from autograder.sandbox.limits import Limits
 
 NGRAM = assignments.get("ngram")
 HIDDEN = '''
@@ -43,7 +43,7 @@ def points(assignment, question=None, *, uses=None, extra=True) -> str:
     Why computed: the tiny copy takes `ngram`'s public checks as they are, so their number and
     points follow that assignment's own changes.
     """
-    total = sum(spec.points for spec in batch.check_specs(assignment)
+    total = sum(spec.points for spec in records.check_specs(assignment)
                 if (question is None or spec.question == question) and (uses is None or uses in spec.uses)
                 and (extra or not spec.extra))
     return f"{total:g}"
@@ -86,7 +86,7 @@ def read_grades(out: Path) -> dict[str, dict]:
                                             ("Dan Smith - ngram (2)", "Dan Smith (2)"), ("ngram", "ngram"),
                                             ("ngrammar_fan", "ngrammar_fan")])
 def test_student_id_from_the_file_name(name, expected):
-    assert batch.student_id(name, "ngram") == expected
+    assert submissions.student_id(name, "ngram") == expected
 
 
 METADATA = """---
@@ -155,14 +155,14 @@ def zip_folder(folder: Path, archive: Path) -> Path:
 
 def test_gradescope_export_folder_and_zip(tmp_path):
     root = make_export(tmp_path)
-    people = batch.read_gradescope_metadata(root / "submission_metadata.yml")
+    people = submissions.read_gradescope_metadata(root / "submission_metadata.yml")
     assert people["submission_101"] == [{"name": "Ada Lovelace", "sid": "1815", "email": "ada@example.edu"}]
     assert [p["sid"] for p in people["submission_104"]] == ["1", "2"]
     archive = zip_folder(root, tmp_path / "export.zip")
     for source in (root, tmp_path / "as-downloaded", archive):
         if source.name == "as-downloaded":  # the unzipped folder one level up, as a browser leaves it
             shutil.copytree(root, source / root.name)
-        entries = batch.discover([source], NGRAM, tmp_path / "work")
+        entries = submissions.discover([source], NGRAM, tmp_path / "work")
         got = {tuple(e.students): (e.path.relative_to(e.path.parents[1]).as_posix() if e.path else None) for e in entries}
         assert got == {("1815",): "submission_101/ngram.ipynb", ("alan@example.edu",): "homework/ngram.ipynb",
                        ("1906",): None, ("1", "2"): "submission_104/lm.py"}, source
@@ -178,7 +178,7 @@ def test_plain_folder_files_and_clashing_ids(tmp_path):
     (subs / "carol").mkdir()
     (subs / "carol" / "my_ngram.py").write_text("")
     (subs / "out").mkdir()  # the output folder inside the input folder is not a submission
-    entries = batch.discover([subs], NGRAM, tmp_path / "work", skip=subs / "out")
+    entries = submissions.discover([subs], NGRAM, tmp_path / "work", skip=subs / "out")
     assert sorted(s for e in entries for s in e.students) == [
         "alice (alice.ipynb)", "alice (alice_ngram.py)", "bob", "carol"]
     assert len({e.key for e in entries}) == 4
@@ -229,7 +229,7 @@ def test_batch_grades_resumes_and_regrades(tmp_path, tiny):
     assert grades["carol"]["Q1"] == q1_left and grades["carol"]["Q2"] == points(tiny, "2")
     assert grades["alice"]["max"] == points(tiny, extra=False)
     assert grades["dave"]["status"] == "no file" and grades["alice"]["status"] == "graded"
-    specs = batch.check_specs(tiny)
+    specs = records.check_specs(tiny)
     questions = [f"Q{q}" + (" (extra)" if any(s.extra for s in specs if s.question == q) else "")
                  for q in sorted({s.question for s in specs}, key=int)]
     assert list(grades["alice"]) == ["student_id", "submission", *questions, "total", "max", "status"]
@@ -340,7 +340,7 @@ def test_every_mean_in_the_summary_says_its_denominator(mixed, tiny):
     assert summary.strip() == result.summary.strip()
     grades = read_grades(out)
     rows = {line.split()[0]: line for line in summary.splitlines() if re.match(r"^\s+Q\d+ .* mean ", line)}
-    assert len(rows) == len({s.question for s in batch.check_specs(tiny)})
+    assert len(rows) == len({s.question for s in records.check_specs(tiny)})
     for q, line in rows.items():  # the mean of exactly the two graded files, and the three left out named
         column = next(c for c in grades["alice"] if c.split()[0] == q)  # "Q7 (extra)" too
         mean = (float(grades["alice"][column]) + float(grades["carol"][column])) / 2
@@ -356,7 +356,7 @@ def test_every_mean_in_the_summary_says_its_denominator(mixed, tiny):
 
 def test_the_histogram_counts_submissions_in_whole_numbers(tiny):
     """Three submissions: matplotlib's default ticks would read 0.25, 0.5, ... submissions."""
-    fig = batch.histogram_figure([3.0, 5.0, 5.0], {"1": [(1.0, 2.0)], "2": [(0.0, 1.0)]}, 10, tiny)
+    fig = outputs.histogram_figure([3.0, 5.0, 5.0], {"1": [(1.0, 2.0)], "2": [(0.0, 1.0)]}, 10, tiny)
     fig.canvas.draw()
     counts = fig.axes[0]
     assert counts.get_ylabel() == "submissions"
@@ -424,7 +424,7 @@ def tokenize(line):
     # killing the grader needs `os`, outside the graded-code subset: refused before it runs, like the others
     assert grades["killer"]["total"] == lost(tiny, "tokenize") and result.errors == []
     reader = (out / "feedback" / "reader.txt").read_text()
-    assert batch.REDACTED in reader and not [line for line in batch.secret_lines(tiny) if line in reader]
+    assert redaction.REDACTED in reader and not [line for line in redaction.secret_lines(tiny) if line in reader]
     for name in ("looper", "bomber"):
         assert "tokenize(" in (out / "feedback" / f"{name}.txt").read_text()
     assert "Not graded" in (out / "feedback" / "exiter.txt").read_text()  # `os._exit`: outside the subset

@@ -71,19 +71,30 @@ def test_percent_cells_kinds_and_tags():
     assert cells[0].text == "# Title\n\nText"
 
 
-def test_stale_file_is_reported_and_rewritten(tmp_path, monkeypatch):
+def test_percent_cells_keep_blank_lines_inside_and_magics_as_written():
+    """Read by jupytext: blank lines around a cell go, inside stay; `# %cmd` and `#` lines are not rewritten."""
+    text = '# %%\n\n\nx = 1\n\n\ny = 2\n\n\n\n# %%\n# %matplotlib inline\n\n# %% [markdown]\n# a\n#\n#  b\n\n# %%\n\n'
+    cells = source.parse(text)
+    assert [c.text for c in cells] == ["x = 1\n\n\ny = 2", "# %matplotlib inline", "a\n\n b"]
+
+
+@pytest.mark.parametrize("header", ['# %% tags=["graded"', '# %% tags=[graded]', '# %% tags="graded"',
+                                    '# %% tags=["graded", 1]', '# %% tags=[["graded"]]', '# %% [markdown] tags=["a"] x=y'])
+def test_malformed_tags_are_source_errors_naming_the_line(header):
+    with pytest.raises(source.SourceError, match=r"^line 4: .*tags must be a JSON list of strings"):
+        source.parse(f'# %%\nx = 1\n\n{header}\ny = 2\n')
+
+
+def test_stale_file_is_reported_and_rewritten(course_copy):
     """Editing a generated file by hand is caught by --check and undone by build."""
     assignment = assignments.get("ngram")
     files = build.generated_files(assignment)
     path = assignment.starter_path
-    original = path.read_text()
-    try:
-        path.write_text(original.replace("NotImplementedError", "NotImplementedErr", 1))
-        assert path in build.build(check=True, assignments=[assignment])
-        build.build(assignments=[assignment])
-        assert path.read_text() == files[path]
-    finally:
-        path.write_text(original)
+    assert path.is_relative_to(course_copy)
+    path.write_text(path.read_text().replace("NotImplementedError", "NotImplementedErr", 1))
+    assert path in build.build(check=True, assignments=[assignment])
+    build.build(assignments=[assignment])
+    assert path.read_text() == files[path]
 
 
 def test_solutions_notebooks_are_written_with_starter_names(tmp_path):

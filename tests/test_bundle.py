@@ -182,20 +182,16 @@ def test_bundle_readme_installs_the_graders_cpu_torch_and_jupyter(student_bundle
 
 
 @pytest.fixture
-def fixture_from_another_cpu():
+def fixture_from_another_cpu(course_copy):
     """The transformer fixtures as another CPU records them: one float32 value off by one ulp."""
     path = assignments.get("transformer").fixtures_path
-    original = path.read_text()
-    doc = json.loads(original)
+    doc = json.loads(path.read_text())
     spec = next(s for tree in doc.values() for s in tree["arrays"] if s["dtype"] == "<f4" and any(s["data"]))
     i = next(i for i, x in enumerate(spec["data"]) if isinstance(x, float) and x)
     spec["data"][i] = float(np.nextafter(np.float32(spec["data"][i]), np.float32(np.inf)))
     moved = json.dumps(doc, indent=1, sort_keys=True) + "\n"
     path.write_text(moved)
-    try:
-        yield path, moved
-    finally:
-        path.write_text(original)
+    return path, moved
 
 
 def test_making_a_bundle_never_writes_the_checkout(tmp_path, fixture_from_another_cpu):
@@ -206,16 +202,13 @@ def test_making_a_bundle_never_writes_the_checkout(tmp_path, fixture_from_anothe
     assert (dest / "assignments" / "transformer" / "public_fixtures.json").read_text() == moved
 
 
-def test_a_bundle_from_stale_files_is_refused_and_writes_nothing(tmp_path, capsys):
+def test_a_bundle_from_stale_files_is_refused_and_writes_nothing(tmp_path, capsys, course_copy):
     path = assignments.get("ngram").fixtures_path
-    original = path.read_text()
-    path.write_text(original.replace('"the"', '"teh"', 1))  # a real change of a recorded value
-    try:
-        assert cli.main(["build", "--student-bundle", str(tmp_path / "b"), "--assignment", "ngram"]) == 1
-        assert "Run `lmgrade build`" in capsys.readouterr().err
-        assert path.read_text() == original.replace('"the"', '"teh"', 1) and not (tmp_path / "b").exists()
-    finally:
-        path.write_text(original)
+    edited = path.read_text().replace('"the"', '"teh"', 1)  # a real change of a recorded value
+    path.write_text(edited)
+    assert cli.main(["build", "--student-bundle", str(tmp_path / "b"), "--assignment", "ngram"]) == 1
+    assert "Run `lmgrade build`" in capsys.readouterr().err
+    assert path.read_text() == edited and not (tmp_path / "b").exists()
 
 
 def test_selfcheck_never_writes_the_checkout(monkeypatch, fixture_from_another_cpu, capsys):

@@ -162,8 +162,8 @@ def test_the_student_bundle_offers_only_what_works_there(tmp_path):
 
 
 def test_grading_unconfined_is_refused_without_the_flag(tmp_path, solution_py, monkeypatch, capsys):
-    from autograder.sandbox import lifecycle as sandbox
-    monkeypatch.setattr(sandbox, "confinement", lambda limits=None: "none")
+    from autograder.sandbox import limits
+    monkeypatch.setattr(limits, "confinement", lambda limits=None: "none")
     graded = []
     monkeypatch.setattr(runner, "grade", lambda *a, **k: graded.append(a))
     (tmp_path / "subs").mkdir()
@@ -172,13 +172,13 @@ def test_grading_unconfined_is_refused_without_the_flag(tmp_path, solution_py, m
         err = capsys.readouterr().err
         assert "Refusing to grade" in err and "--allow-unconfined" in err and "hidden checks" in err
     assert graded == [] and not (tmp_path / "out" / "grades.csv").exists()
-    monkeypatch.setattr(sandbox, "confinement", lambda limits=None: "landlock")
+    monkeypatch.setattr(limits, "confinement", lambda limits=None: "landlock")
     cli._require_confinement(cli.make_parser(bundle=False).parse_args(["grade", "x", "--assignment", "ngram"]))
 
 
 def test_allow_unconfined_grades_anyway(tmp_path, solution_py, monkeypatch):
-    from autograder.sandbox import lifecycle as sandbox
-    monkeypatch.setattr(sandbox, "confinement", lambda limits=None: "none")
+    from autograder.sandbox import limits
+    monkeypatch.setattr(limits, "confinement", lambda limits=None: "none")
     out = tmp_path / "results.json"
     assert cli.main(["grade", str(solution_py), "--assignment", "ngram", "--device", "cpu", "--question", "1",
                      "--json", str(out), "--allow-unconfined"]) == 0

@@ -1,5 +1,6 @@
 """Taking graded cells out of submissions, without running anything, and explaining what went wrong."""
 import json
+import time
 
 import nbformat
 import pytest
@@ -314,6 +315,20 @@ def test_percent_file_with_visible_markers_but_no_tags(tmp_path):
     path.write_text("# %%\nexplore = train_for_an_hour()\n\n# %%\n# GRADED CELL: graded by name.\ndef f():\n    return 1\n")
     sub = read_submission(path)
     assert sub.graded_names == {"f"} and len(sub.cells) == 1
+
+
+def test_hostile_percent_headers_are_read_at_once(tmp_path):
+    """Untrusted .py headers: a 200 KB header line and malformed tags, over which jupytext.reads takes
+    minutes or raises (see `_percent_cells`), are read in well under a second and grade what parses."""
+    path = tmp_path / "hw.py"
+    path.write_text('# %% tags=["graded"] ' + "a=b " * 50_000 + "\ndef f():\n    return 1\n"
+                    '# %% tags=["graded", 1]\ndef g():\n    return 2\n'
+                    '# %% tags=["graded", ' + "[" * 5000 + "\ndef h():\n    return 3\n"
+                    + '# %% tags=["graded"\nx = (\n' * 5000)
+    start = time.perf_counter()
+    sub = read_submission(path)
+    assert time.perf_counter() - start < 10  # about 0.1 s; jupytext.reads spends about a minute on the first line alone
+    assert {"f", "g", "h"} <= sub.graded_names and sub.unreadable is None
 
 
 # ---- one bounded parse, unreadable and wrong-assignment notebooks, cell labels ---------------

@@ -20,7 +20,8 @@ from autograder import cli
 from autograder.authoring import assignments, build, bundle
 from autograder.checking.remote import Student
 from autograder.grading import gradescope, results, runner
-from autograder.sandbox.lifecycle import Limits, Sandbox
+from autograder.sandbox.lifecycle import Sandbox
+from autograder.sandbox.limits import Limits
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "gradescope_results.schema.json").read_text())
 FINISHED = [a.id for a in assignments.available() if a.finished]

@@ -23,9 +23,10 @@ import pytest
 from autograder import cli
 from autograder.authoring import assignments
 from autograder.checking.remote import Student, StudentCrash
-from autograder.grading import batch, runner
-from autograder.sandbox import lifecycle as sandbox
-from autograder.sandbox.lifecycle import Limits, Sandbox
+from autograder.grading import redaction, runner
+from autograder.sandbox.landlock import landlock_abi
+from autograder.sandbox.lifecycle import Sandbox
+from autograder.sandbox.limits import USER_ENV, Limits, worker_identity
 
 pytestmark = pytest.mark.usefixtures("policy_off")  # these attacks test the layers beneath the policy
 
@@ -345,11 +346,11 @@ def reader_source() -> str:
 
 
 def secret_text_in(text: str) -> list[str]:
-    return [line for line in batch.secret_lines(NGRAM) if line in text]
+    return [line for line in redaction.secret_lines(NGRAM) if line in text]
 
 
 def test_reading_hidden_checks_is_denied_by_landlock(tmp_path):
-    if sandbox.landlock_abi() < 1:
+    if landlock_abi() < 1:
         pytest.skip("this kernel has no Landlock: see the README for what protects the files then")
     report, results = grade(write_submission(tmp_path, tokenize=reader_source()))
     assert report.score == FULL - TOKENIZE_POINTS
@@ -365,26 +366,26 @@ def test_where_hidden_checks_can_be_read_feedback_is_scrubbed(tmp_path):
     report, results = grade(path, limits=Limits(call_timeout=2, load_timeout=4, confine=False))
     assert report.score == FULL - TOKENIZE_POINTS
     assert secret_text_in(failed_outputs(results)), "the files could not be read: this test shows nothing"
-    batch.redact_report(report, batch.secret_lines(NGRAM), path)
+    redaction.redact_report(report, redaction.secret_lines(NGRAM), path)
     cleaned = "\n".join(r.output for r in report.results)
-    assert secret_text_in(cleaned) == [] and batch.REDACTED in cleaned
+    assert secret_text_in(cleaned) == [] and redaction.REDACTED in cleaned
     assert "tokenize(" in results["public_tokenize"].output  # the rest of the message is intact
 
 
 def test_redaction_spares_the_students_own_lines(tmp_path):
     reference_line = 'return re.findall(r"[a-z]+(?:\'[a-z]+)*|[^\\sa-z]", line.lower())'
-    assert reference_line in batch.secret_lines(NGRAM) or not any(reference_line in s for s in batch.secret_lines(NGRAM))
+    assert reference_line in redaction.secret_lines(NGRAM) or not any(reference_line in s for s in redaction.secret_lines(NGRAM))
     path = write_submission(tmp_path, tokenize=f"import re\ndef tokenize(line):\n    {reference_line}\n")
     report = runner.Report("ngram", str(path), "cpu", results=[runner.CheckResult(
         "c", "1", "t", 0, 1, False, f"Traceback:\n    {reference_line}\n", True)])
-    batch.redact_report(report, batch.secret_lines(NGRAM), path)
+    redaction.redact_report(report, redaction.secret_lines(NGRAM), path)
     assert reference_line in report.results[0].output
 
 
 @pytest.mark.parametrize("mode", ["landlock", "network_namespace", "unconfined"])
 def test_network_connections(tmp_path, mode):
     """The test listens on a loopback port; the submission tries to fetch its answers from there."""
-    if mode == "landlock" and sandbox.landlock_abi() < 4:
+    if mode == "landlock" and landlock_abi() < 4:
         pytest.skip("Landlock without TCP rules on this kernel (needs Linux 6.7)")
     if mode == "network_namespace" and os.geteuid() != 0:
         pytest.skip("a network namespace needs root (as on Gradescope)")
@@ -434,7 +435,7 @@ def test_network_connections(tmp_path, mode):
 def test_landlock_confines_files_and_signals(tmp_path):
     """Without root: no grader files, no other student's scratch, no writes outside its own, no
     signals to the grader; its own directory, the Python installation and numpy still work."""
-    abi = sandbox.landlock_abi()
+    abi = landlock_abi()
     if abi < 1:
         pytest.skip("this kernel has no Landlock")
     other = Path(tempfile.mkdtemp(prefix="lmgrade-scratch-"))  # what another worker's scratch looks like
@@ -504,7 +505,7 @@ def test_writing_or_deleting_the_results_file_changes_nothing(tmp_path, monkeypa
     assert doc["score"] == 4 - TOKENIZE_POINTS and "forged" not in doc["output"]
     assert len(doc["tests"]) == 4
     printed = json.dumps(doc)
-    if confined and sandbox.landlock_abi() >= 1:
+    if confined and landlock_abi() >= 1:
         assert "could not forge" in printed and "Permission denied" in printed
     elif not confined:
         assert "forged " in printed  # it did write, and the grader wrote last
@@ -572,14 +573,14 @@ def test_mangled_notebooks(tmp_path, change):
 
 # ---- a separate user (Gradescope runs the grader as root) ----------------------------------------
 def test_worker_user_is_ignored_unless_root(monkeypatch):
-    monkeypatch.setenv(sandbox.USER_ENV, "nobody")
-    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
-    assert sandbox.worker_identity() is None  # a TA's own account: nothing to switch to, no error
-    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)  # as root: a wrong setting is an error, never ignored
+    monkeypatch.setenv(USER_ENV, "nobody")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert worker_identity() is None  # a TA's own account: nothing to switch to, no error
+    monkeypatch.setattr(os, "geteuid", lambda: 0)  # as root: a wrong setting is an error, never ignored
     with pytest.raises(ValueError, match="no such user"):
-        sandbox.worker_identity("no-such-user-lmgrade")
+        worker_identity("no-such-user-lmgrade")
     with pytest.raises(ValueError, match="unprivileged"):
-        sandbox.worker_identity("root")
+        worker_identity("root")
 
 
 @pytest.mark.parametrize("confine", [False, True])
@@ -612,7 +613,7 @@ def probe():
              "write_scratch": attempt(lambda: open("mine.txt", "w").write("ok")),
              "kill_grader": attempt(lambda: os.kill(os.getppid(), 0))}}
 """
-        monkeypatch.setenv(sandbox.USER_ENV, "nobody")
+        monkeypatch.setenv(USER_ENV, "nobody")
         limits = Limits(call_timeout=10, load_timeout=20, worker_python=nobody_python, confine=confine,
                         isolate_network=confine)
         with Sandbox([{"index": 0, "number": 1, "source": probe}], limits=limits) as box:

@@ -20,7 +20,7 @@ import pytest
 
 from autograder.authoring import assignments
 from autograder.checking.checks import CheckSpec, Context
-from autograder.grading import batch, gradescope, results, runner, shard
+from autograder.grading import batch, gradescope, records, results, runner, shard
 from tests.test_batch import FAST, HIDDEN, NGRAM, WRONG_TOKENIZE, solution
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "gradescope_results.schema.json").read_text())
@@ -76,7 +76,7 @@ def submission(value: str, wrong: bool) -> str:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory, board) -> tuple[Path, Path, batch.BatchResult]:
+def graded(tmp_path_factory, board) -> tuple[Path, Path, records.BatchResult]:
     """The submissions graded once in one run: (submissions folder, OUT, result)."""
     tmp = tmp_path_factory.mktemp("board-batch")
     subs, out = tmp / "subs", tmp / "out"
@@ -89,8 +89,8 @@ def graded(tmp_path_factory, board) -> tuple[Path, Path, batch.BatchResult]:
     return subs, out, result
 
 
-def report_of(result: batch.BatchResult, key: str) -> runner.Report:
-    return results.sanitize(batch.report_from_dict(result.records[key]["report"]))
+def report_of(result: records.BatchResult, key: str) -> runner.Report:
+    return results.sanitize(records.report_from_dict(result.records[key]["report"]))
 
 
 # ---- publishing ------------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ from autograder.errors import CheckFailed
 from autograder.grading.results import format_table
 from autograder.grading.runner import CheckResult, Report
 from autograder.sandbox.extract import Cell
-from autograder.sandbox.lifecycle import Limits, Sandbox
+from autograder.sandbox.lifecycle import Sandbox
+from autograder.sandbox.limits import Limits
 from tests.helpers import edited_solution
 
 FLOAT32_BLAME = ("float32 where", "lower precision", "float32 rounding", "computed in float32")

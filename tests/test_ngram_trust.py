@@ -26,7 +26,7 @@ CHEAP = "NGramLM(2, build_vocab(train, 1), 0.01).fit(train)"  # within the synth
 
 
 def hidden():
-    return assignments._load_module(NGRAM.dir / "hidden_checks.py", "lmgrade_checks_ngram_hidden")
+    return assignments.load_module(NGRAM.dir / "hidden_checks.py", "lmgrade_checks_ngram_hidden")
 
 
 def grade_checks(tmp_path, monkeypatch, text: str, names: set[str]) -> dict[str, tuple[bool, str]]:

@@ -10,7 +10,8 @@ from autograder.checking.gradients import assert_gradient, finite_difference, re
 from autograder.checking.perplexity import assert_perplexity, perplexity_from_logprobs
 from autograder.checking.remote import Student
 from autograder.errors import CheckFailed
-from autograder.sandbox.lifecycle import Limits, Sandbox
+from autograder.sandbox.lifecycle import Sandbox
+from autograder.sandbox.limits import Limits
 
 
 def failure(fn, *args, **kwargs) -> str:

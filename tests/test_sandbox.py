@@ -13,7 +13,8 @@ import pytest
 from autograder.checking.remote import MissingName, Remote, Student, StudentCrash, StudentError
 from autograder.grading import runner
 from autograder.sandbox import extract
-from autograder.sandbox.lifecycle import Limits, Sandbox, WorkerFailure
+from autograder.sandbox.lifecycle import Sandbox, WorkerFailure
+from autograder.sandbox.limits import Limits
 
 FAST = Limits(call_timeout=2, load_timeout=5)
 

@@ -70,7 +70,7 @@ def test_a_held_out_draw_is_none_of_the_seeds_the_worker_can_compute(draw, tmp_p
     secret = context(assignment_id, name).secret_seed(purpose)
     # the engine's construction with every file the worker can read in place of the two it cannot
     public = [assignment.dir / "public_checks.py", assignment.starter_path, assignment.fixtures_path,
-              ROOT / "autograder" / "checks.py", assignment.source_path]
+              ROOT / "autograder" / "checking" / "checks.py", assignment.source_path]
     guesses = set()
     for checks_file in public:
         for reference_file in public:

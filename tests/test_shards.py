@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from autograder import cli
-from autograder.grading import batch, shard
+from autograder.grading import batch, shard, submissions
 from tests.test_batch import (WRONG_ASSIGNMENT, WRONG_TOKENIZE, make_export, points, read_grades,  # noqa: F401
                               solution, tiny, zip_folder)
 
@@ -107,7 +107,7 @@ def single(tmp_path_factory, tiny, inputs) -> Path:
 
 def owned(inputs, tiny, tmp_path, n: int) -> dict[int, list[str]]:
     """Record keys per shard, as the shards will compute them."""
-    entries = batch.discover(inputs, tiny, tmp_path / "discover")
+    entries = submissions.discover(inputs, tiny, tmp_path / "discover")
     found = {k: [] for k in range(n)}
     for e in entries:
         found[shard.shard_of(shard.owner(e), n)].append(e.key)
@@ -252,12 +252,12 @@ def test_adding_an_input_keeps_every_other_inputs_shard(tmp_path, tiny, inputs):
     subs.mkdir()
     for name in ("ann.py", "ben.py", "cyd.py", "dot.py", "ed.py", "flo.py", "guy.py"):
         (subs / name).write_text(solution())
-    before = batch.discover([subs, inputs[1]], tiny, tmp_path / "a")
+    before = submissions.discover([subs, inputs[1]], tiny, tmp_path / "a")
     (subs / "zoe.py").write_text(solution())
     (subs / "ann.ipynb").write_text(starter_text())  # ann.py's key becomes "ann (ann.py)"; her shard stays
     (subs / "Hal").mkdir()
     (subs / "Hal" / "ngram.py").write_text(solution())
-    after = batch.discover([subs, inputs[1]], tiny, tmp_path / "b")
+    after = submissions.discover([subs, inputs[1]], tiny, tmp_path / "b")
     for n in range(1, 9):
         was = {shard.owner(e): shard.shard_of(shard.owner(e), n) for e in before}
         now = {shard.owner(e): shard.shard_of(shard.owner(e), n) for e in after}
@@ -339,7 +339,7 @@ def test_a_changed_record_or_other_checks_are_not_merged(tmp_path, tiny, monkeyp
                                                r"since it saved them \(ann\)"):
         shard.merge([out], assignment=tiny)
     record.write_text(original)
-    monkeypatch.setattr(batch, "checks_digest", lambda assignment: "other checks")
+    monkeypatch.setattr(shard, "checks_digest", lambda assignment: "other checks")
     with pytest.raises(shard.Incomplete, match="shard 0/1 was graded with other checks than this checkout's"):
         shard.merge([out], assignment=tiny)
     assert not (out / "grades.csv").exists()

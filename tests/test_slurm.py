@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from autograder.authoring import assignments
-from autograder.sandbox import lifecycle as sandbox
+from autograder.sandbox.limits import confinement
 from tests.test_batch import WRONG_TOKENIZE, points, read_grades, solution, tiny  # noqa: F401 - tiny is a fixture
 from tests.test_shards import assert_same_outputs, command
 
@@ -172,7 +172,7 @@ def cluster(tmp_path_factory):
 
 
 def job_env(tiny, subs: Path, grades: Path) -> dict:
-    confined = sandbox.confinement() != "none"  # as root here: Landlock; elsewhere, a worker user
+    confined = confinement() != "none"  # as root here: Landlock; elsewhere, a worker user
     return {"LMGRADE_ROOT": str(tiny.root), "LMGRADE_PYTHON": sys.executable, "SUBMISSIONS": str(subs),
             "GRADES": str(grades), "SHARDS": str(SHARDS), "CONFINEMENT": "" if confined else "--allow-unconfined"}
 

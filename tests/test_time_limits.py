@@ -14,7 +14,8 @@ from autograder.authoring.assignments import Assignment, get
 from autograder.checking.checks import CheckSpec
 from autograder.checking.remote import NotCalledAgain, Student, StudentCrash
 from autograder.grading import runner
-from autograder.sandbox.lifecycle import Limits, Sandbox
+from autograder.sandbox.lifecycle import Sandbox
+from autograder.sandbox.limits import Limits
 
 LIMIT = 1.5
 LIMITS = Limits(call_timeout=LIMIT, load_timeout=5)

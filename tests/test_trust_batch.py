@@ -25,7 +25,7 @@ import jsonschema
 import pytest
 
 from autograder.authoring import assignments
-from autograder.grading import batch
+from autograder.grading import batch, outputs, submissions
 from tests.test_batch import FAST, lost, points, read_grades, solution, tiny  # noqa: F401 - tiny is a fixture
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "gradescope_results.schema.json").read_text())
@@ -128,7 +128,7 @@ def test_a_batch_of_hostile_names_links_and_texts_grades_everyone(tmp_path, tiny
         cells = [cell for row in csv.reader(f) for cell in row]
     assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]
     assert {"'=1+1", "'@SUM(A1)", "'+1"} <= set(cells)
-    assert [batch.csv_cell(c) for c in ("-2+3", "\t=1", "\r=1", "a=1", 3)] == ["'-2+3", "'\t=1", "\\r=1", "a=1", 3]
+    assert [outputs.csv_cell(c) for c in ("-2+3", "\t=1", "\r=1", "a=1", 3)] == ["'-2+3", "'\t=1", "\\r=1", "a=1", 3]
 
     summary = (out / "summary.txt").read_text()
     assert "skipped 3 symbolic link(s)" in summary and "unreadable (0, left out of the statistics" in summary
@@ -140,10 +140,10 @@ def test_a_batch_of_hostile_names_links_and_texts_grades_everyone(tmp_path, tiny
 
 def test_feedback_names_never_collide():
     names = ["john~smith", "john_smith", "John_Smith", "a/b", "a_b", "ok", "x" * 300, "x" * 301]
-    chosen = batch.unique_names(names)
+    chosen = submissions.unique_names(names)
     assert len(set(v.casefold() for v in chosen.values())) == len(names)
     assert chosen["ok"] == "ok" and chosen["a_b"] == "a_b"
-    assert chosen == batch.unique_names(list(reversed(names)))  # the same whatever the order
+    assert chosen == submissions.unique_names(list(reversed(names)))  # the same whatever the order
     assert all(len(v) < 120 and "/" not in v for v in chosen.values())
 
 
@@ -197,7 +197,7 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_continues(tmp_path, tiny, who
         time.sleep(0.05)
     assert proc.poll() is None, "the batch ended before it could be interrupted"
     running = _ours(str(tmp_path), str(tiny.root))
-    assert any("autograder.grading.batch" in p for p in running), running  # graders are found while they run
+    assert any("autograder.grading.grader_process" in p for p in running), running  # graders are found while they run
     if whom == "group":
         os.killpg(proc.pid, signal.SIGINT)
     else:

@@ -25,7 +25,8 @@ from autograder.checking.torch_checks import assert_device_agnostic, assert_on_d
 from autograder.errors import CheckFailed
 from autograder.grading import runner
 from autograder.sandbox import wire
-from autograder.sandbox.lifecycle import Limits, Sandbox
+from autograder.sandbox.lifecycle import Sandbox
+from autograder.sandbox.limits import Limits
 
 LIMITS = Limits(call_timeout=20, load_timeout=20)
 

@@ -19,11 +19,15 @@ import pytest
 
 from autograder.authoring import assignments
 from autograder.checking.remote import Student, StudentCrash
-from autograder.sandbox import lifecycle as sandbox
-from autograder.sandbox.lifecycle import Limits, Sandbox
+from autograder.sandbox import lifecycle as sandbox, limits as worker_limits
+from autograder.sandbox.files import engine_files, read_rules
+from autograder.sandbox.landlock import landlock_abi
+from autograder.sandbox.lifecycle import Sandbox
+from autograder.sandbox.limits import Limits
+from autograder.sandbox.linux import HAVE_PROC
 
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
-LANDLOCK = sandbox.landlock_abi() >= 1
+LANDLOCK = landlock_abi() >= 1
 NGRAM = assignments.get("ngram")
 IN_PREFIX = sys.prefix if os.access(sys.prefix, os.W_OK) else None  # a cache inside what the worker must read
 
@@ -102,7 +106,7 @@ def test_read_rules_leave_out_course_data(monkeypatch, tmp_path):
         monkeypatch.setenv("LMGRADE_CACHE", str(cache))
         site = tmp_path / "site"
         site.mkdir()
-        rules = sandbox._read_rules(sys.executable, site)
+        rules = read_rules(sys.executable, site)
     finally:
         cache.rmdir()
     readable = [path for path, kind in rules if kind == "read"]
@@ -118,42 +122,42 @@ def test_read_rules_leave_out_course_data(monkeypatch, tmp_path):
     import numpy
     assert any(Path(numpy.__file__).resolve().is_relative_to(p) for p in readable)  # the packages it needs stay
     assert site.resolve() in readable
-    files = sandbox._engine_files()
-    assert "worker.py" in files and "wire.py" in files and all(f.endswith(".py") for f in files)
+    files = engine_files()
+    assert "sandbox/worker.py" in files and "sandbox/wire.py" in files and all(f.endswith(".py") for f in files)
 
 
 def test_confinement_names_the_mode_and_a_batch_refuses_none(monkeypatch):
-    monkeypatch.delenv(sandbox.USER_ENV, raising=False)
-    monkeypatch.setattr(sandbox, "_fallback_identity", lambda limits, python: None)
-    monkeypatch.setattr(sandbox, "landlock_abi", lambda: 7)
-    assert sandbox.confinement(Limits()) == "landlock"
-    assert sandbox.require_confinement(Limits()) == "landlock"
-    monkeypatch.setenv(sandbox.LANDLOCK_ENV, "0")
-    assert sandbox.confinement(Limits()) == "none"
-    with pytest.raises(sandbox.Unconfined) as info:
-        sandbox.require_confinement(Limits())
+    monkeypatch.delenv(worker_limits.USER_ENV, raising=False)
+    monkeypatch.setattr(worker_limits, "fallback_identity", lambda limits, python: None)
+    monkeypatch.setattr(worker_limits, "landlock_abi", lambda: 7)
+    assert worker_limits.confinement(Limits()) == "landlock"
+    assert worker_limits.require_confinement(Limits()) == "landlock"
+    monkeypatch.setenv(worker_limits.LANDLOCK_ENV, "0")
+    assert worker_limits.confinement(Limits()) == "none"
+    with pytest.raises(worker_limits.Unconfined) as info:
+        worker_limits.require_confinement(Limits())
     message = str(info.value)
     assert "Landlock is turned off" in message and "--allow-unconfined" in message and "hidden checks" in message
-    monkeypatch.delenv(sandbox.LANDLOCK_ENV)
-    monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)
-    assert sandbox.confinement(Limits()) == "none"
-    with pytest.raises(sandbox.Unconfined, match="no Landlock"):
-        sandbox.require_confinement(Limits(confine=True))
-    assert sandbox.confinement(Limits(confine=False)) == "none"
-    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)  # as root, a worker user is confinement of its own
-    monkeypatch.setattr(sandbox, "worker_identity", lambda user=None: (65534, 65534, "nobody"))
-    assert sandbox.confinement(Limits()) == "worker-user"
-    monkeypatch.setattr(sandbox, "landlock_abi", lambda: 3)
-    assert sandbox.confinement(Limits()) == "landlock+worker-user"
+    monkeypatch.delenv(worker_limits.LANDLOCK_ENV)
+    monkeypatch.setattr(worker_limits, "landlock_abi", lambda: 0)
+    assert worker_limits.confinement(Limits()) == "none"
+    with pytest.raises(worker_limits.Unconfined, match="no Landlock"):
+        worker_limits.require_confinement(Limits(confine=True))
+    assert worker_limits.confinement(Limits(confine=False)) == "none"
+    monkeypatch.setattr(worker_limits.os, "geteuid", lambda: 0)  # as root, a worker user is confinement of its own
+    monkeypatch.setattr(worker_limits, "worker_identity", lambda user=None: (65534, 65534, "nobody"))
+    assert worker_limits.confinement(Limits()) == "worker-user"
+    monkeypatch.setattr(worker_limits, "landlock_abi", lambda: 3)
+    assert worker_limits.confinement(Limits()) == "landlock+worker-user"
 
 
 # ---- class 7: root without a worker user ---------------------------------------------------------
-@pytest.mark.skipif(not sandbox._HAVE_PROC, reason="Linux: reads /proc")
+@pytest.mark.skipif(not HAVE_PROC, reason="Linux: reads /proc")
 @pytest.mark.parametrize("confine", [True, False])
 def test_worker_reaches_no_terminal_and_as_root_keeps_none_of_roots_powers(monkeypatch, confine):
     """Run as root (here) or as any user (CI): no keystrokes into a terminal, no environment of the
     grader, no capability, no new privileges, nothing inherited, nothing left in /dev/shm."""
-    monkeypatch.setenv(sandbox.USER_ENV, "")  # as a TA would run it: root, no worker user
+    monkeypatch.setenv(worker_limits.USER_ENV, "")  # as a TA would run it: root, no worker user
     if confine and not LANDLOCK:
         pytest.skip("this kernel has no Landlock")
     master, slave = os.openpty()  # a terminal like the TA's, owned by the grader's user
@@ -337,7 +341,7 @@ def call(box: Sandbox, name: str, *args, cpu: float = 1.0):
     return box.request({"op": "call", "target": {"name": name}, "args": list(args)}, [], cpu)
 
 
-@pytest.mark.skipif(not sandbox._HAVE_PROC, reason="CPU time of the worker is read from /proc")
+@pytest.mark.skipif(not HAVE_PROC, reason="CPU time of the worker is read from /proc")
 def test_call_limits_count_cpu_time_with_a_wall_backstop():
     limits = Limits(call_timeout=1, load_timeout=5, wall_factor=10, wall_extra=0)  # backstop: 10 x the CPU limit
     with Sandbox([{"index": 0, "number": 1, "source": TIMED}], limits=limits) as box:
@@ -360,7 +364,7 @@ def test_call_limits_count_cpu_time_with_a_wall_backstop():
         assert 2.4 <= time.monotonic() - started < 6
 
 
-@pytest.mark.skipif(not sandbox._HAVE_PROC or not hasattr(os, "sched_setaffinity"), reason="Linux only")
+@pytest.mark.skipif(not HAVE_PROC or not hasattr(os, "sched_setaffinity"), reason="Linux only")
 def test_a_busy_machine_does_not_fail_correct_code():
     """0.7 CPU seconds of work under a 1 s limit while two hogs share its CPU: over 1 s of wall time, and it passes."""
     hogs = [subprocess.Popen([sys.executable, "-c", "import os; os.sched_setaffinity(0, {0})\nwhile True: pass"])
@@ -380,16 +384,17 @@ def test_a_busy_machine_does_not_fail_correct_code():
 
 # ---- issue 11: Windows students import the sandbox and run public checks -------------------------
 WINDOWS_STUB = r"""
-import sys, subprocess, select, threading, queue, ctypes, numpy   # the real ones, before the stub
+import sys, subprocess, select, threading, queue, ctypes, numpy, psutil   # the real ones, before the stub
 sys.modules["fcntl"] = None      # `import fcntl` now raises ImportError, as on Windows
 sys.modules["resource"] = None
 sys.platform = "win32"
 from autograder.checking.remote import Student
-from autograder.sandbox import lifecycle as sandbox
-assert sandbox.fcntl is None and sandbox.resource is None and sandbox._PORTABLE and not sandbox._HAVE_PROC
+from autograder.sandbox import lifecycle as sandbox, limits, linux
+assert sandbox.fcntl is None and sandbox.resource is None and limits.fcntl is None and limits.resource is None
+assert limits.PORTABLE and not linux.HAVE_PROC
 cells = [{"index": 0, "number": 1, "source": "def add(x, y):\n    return x + y\ndef loop():\n    while True:\n        pass\n"}]
 for _ in range(2):
-    with sandbox.Sandbox(cells, limits=sandbox.Limits(call_timeout=1, load_timeout=10)) as box:
+    with sandbox.Sandbox(cells, limits=limits.Limits(call_timeout=1, load_timeout=10)) as box:
         student = Student(box, timeout=1)
         assert student.add(2, 3) == 5
         assert len(student.within(20).add(list(range(100000)), [1])) == 100001  # far more than a pipe holds, each way
@@ -398,7 +403,7 @@ for _ in range(2):
         except Exception as exc:
             print("loop:", type(exc).__name__)
         assert student.add(1, 1) == 2
-print("confinement:", sandbox.confinement())
+print("confinement:", limits.confinement())
 from autograder.authoring import assignments  # a student's `lmgrade check`: the public checks, as on Windows
 from autograder.grading import runner
 ngram = assignments.get("ngram")
@@ -425,24 +430,24 @@ def test_root_without_landlock_or_worker_user_falls_back_to_nobody(monkeypatch):
         nobody = pwd.getpwnam("nobody")
     except KeyError:
         pytest.skip("no user nobody")
-    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)
-    monkeypatch.delenv(sandbox.USER_ENV, raising=False)
+    monkeypatch.setattr(worker_limits.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(worker_limits, "landlock_abi", lambda: 0)
+    monkeypatch.delenv(worker_limits.USER_ENV, raising=False)
     probes = []
 
     def fake_run(cmd, **kwargs):
         probes.append((cmd, kwargs.get("user")))
         return subprocess.CompletedProcess(cmd, 0 if cmd[0] == "/usr/bin/runnable" else 1)
 
-    monkeypatch.setattr(sandbox.subprocess, "run", fake_run)
-    monkeypatch.setattr(sandbox, "_runs_python", {})
-    assert sandbox._fallback_identity(Limits(), "/usr/bin/runnable") == (nobody.pw_uid, nobody.pw_gid, "nobody")
+    monkeypatch.setattr(worker_limits.subprocess, "run", fake_run)
+    monkeypatch.setattr(worker_limits, "_runs_python", {})
+    assert worker_limits.fallback_identity(Limits(), "/usr/bin/runnable") == (nobody.pw_uid, nobody.pw_gid, "nobody")
     assert probes == [(["/usr/bin/runnable", "-I", "-c", "import numpy"], nobody.pw_uid)]
-    assert sandbox.confinement(Limits(worker_python="/usr/bin/runnable")) == "worker-user"
-    assert sandbox._fallback_identity(Limits(), "/root/private/python") is None  # nobody cannot run it
-    assert sandbox.confinement(Limits(worker_python="/root/private/python")) == "none"
-    monkeypatch.setenv(sandbox.USER_ENV, "")  # set and empty: the grader's own uid on purpose
-    assert sandbox._fallback_identity(Limits(), "/usr/bin/runnable") is None
-    monkeypatch.delenv(sandbox.USER_ENV)
-    monkeypatch.setattr(sandbox, "landlock_abi", lambda: 7)  # Landlock confines uid 0 itself
-    assert sandbox._fallback_identity(Limits(), "/usr/bin/runnable") is None
+    assert worker_limits.confinement(Limits(worker_python="/usr/bin/runnable")) == "worker-user"
+    assert worker_limits.fallback_identity(Limits(), "/root/private/python") is None  # nobody cannot run it
+    assert worker_limits.confinement(Limits(worker_python="/root/private/python")) == "none"
+    monkeypatch.setenv(worker_limits.USER_ENV, "")  # set and empty: the grader's own uid on purpose
+    assert worker_limits.fallback_identity(Limits(), "/usr/bin/runnable") is None
+    monkeypatch.delenv(worker_limits.USER_ENV)
+    monkeypatch.setattr(worker_limits, "landlock_abi", lambda: 7)  # Landlock confines uid 0 itself
+    assert worker_limits.fallback_identity(Limits(), "/usr/bin/runnable") is None

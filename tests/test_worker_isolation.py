@@ -9,13 +9,17 @@ import os
 import platform
 import time
 
+import psutil
 import pytest
 
 from autograder.checking.remote import Student, StudentCrash, StudentError
 from autograder.sandbox import lifecycle as sandbox
-from autograder.sandbox.lifecycle import Limits, Sandbox
+from autograder.sandbox.lifecycle import Sandbox
+from autograder.sandbox.limits import Limits
+from autograder.sandbox.linux import HAVE_PROC
+from autograder.sandbox.namespaces import in_user_namespace
 
-pytestmark = pytest.mark.skipif(not (sandbox._HAVE_PROC and hasattr(os, "geteuid") and os.geteuid() == 0),
+pytestmark = pytest.mark.skipif(not (HAVE_PROC and hasattr(os, "geteuid") and os.geteuid() == 0),
                                 reason="root on Linux: the mode a TA's batch runs in as root")
 SYSCALLS = {"x86_64": {"add_key": 248, "request_key": 249}, "aarch64": {"add_key": 217, "request_key": 218}}
 CALLS = SYSCALLS.get(platform.machine())
@@ -115,8 +119,10 @@ def pair(limits=Limits(call_timeout=10, load_timeout=20)):
 
 
 def alive(pid: int) -> bool:
-    fields = sandbox._stat_fields(pid)
-    return fields is not None and fields[0] != "Z"
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 @pytest.mark.skipif(CALLS is None, reason="keyring syscall numbers known for x86_64 and aarch64")
@@ -154,9 +160,9 @@ def test_a_fork_bomb_is_bounded_and_the_other_worker_still_restarts():
         b = Sandbox([{"index": 0, "number": 1, "source": CODE}], limits=limits)
         assert Student(b, timeout=10).ok() == 2
         userns = a.userns
-        assert len(sandbox._in_user_namespace(userns)) > made // 2
+        assert len(in_user_namespace(userns)) > made // 2
         a.close()
-        assert sandbox._in_user_namespace(userns) == []  # every one of them is gone with the worker
+        assert in_user_namespace(userns) == []  # every one of them is gone with the worker
     finally:
         a.close(), b.close()
 
@@ -191,8 +197,9 @@ AS_A_USER = r'''
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 from autograder.checking.remote import Student, StudentCrash
-from autograder.sandbox import lifecycle as sandbox
-from autograder.sandbox.lifecycle import Limits, Sandbox
+from autograder.sandbox.lifecycle import Sandbox
+from autograder.sandbox.limits import Limits
+from autograder.sandbox.namespaces import in_user_namespace
 code = sys.argv[2]
 limits = Limits(call_timeout=2, load_timeout=20, process_margin=64, scratch_bytes=32 << 20)
 cells = [{"index": 0, "number": 1, "source": code}]
@@ -209,7 +216,7 @@ if seen["own_userns"]:
     seen["b_after_bomb"] = sb.ok()
     userns = a.userns
     a.close()
-    seen["left"] = len(sandbox._in_user_namespace(userns))
+    seen["left"] = len(in_user_namespace(userns))
     seen["fill"] = sb.fill()
 b.close()
 print(json.dumps(seen))

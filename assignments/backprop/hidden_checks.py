@@ -926,11 +926,8 @@ def shakespeare_ffnn(t):
 
 
 if __name__ == "__main__":  # reference_perplexity's child process: python hidden_checks.py REFERENCE.py
-    import importlib.util
     import json
     import sys
 
-    spec = importlib.util.spec_from_file_location("lmgrade_reference_backprop_child", sys.argv[1])
-    reference = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(reference)
-    print(json.dumps(train_and_score(reference)))
+    from autograder.authoring.assignments import load_module
+    print(json.dumps(train_and_score(load_module(Path(sys.argv[1]), "lmgrade_reference_backprop_child"))))

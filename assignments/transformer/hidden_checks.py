@@ -17,7 +17,6 @@ Only work the grader saw earns points: every scored training starts from an `ini
 its first two steps must equal the grader's own, and every matrix of the returned weights must keep
 enough of the trace of its start that the reference's own run keeps (`assert_descends`).
 """
-import importlib.util
 import math
 from contextlib import contextmanager
 from functools import lru_cache
@@ -27,32 +26,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from autograder.checking.checks import assert_descends, check, start_profile
-
-try:
-    from autograder.checking.checks import reference_result
-except ImportError:  # pragma: no cover - an engine that computes cached results on first use
-    def reference_result(key):
-        return lambda fn: fn
+from autograder.authoring.assignments import load_module
+from autograder.checking.checks import assert_descends, check, reference_result, start_profile
 from autograder.checking.compare import assert_close, assert_equal, assert_shape
 from autograder.checking.perplexity import assert_perplexity
+from autograder.checking.purity import call_pure, call_twice
 from autograder.checking.remote import StudentError
 from autograder.checking.torch_checks import (assert_device_agnostic, assert_global_generator_untouched, assert_param_grads,
                                      gradcheck, load_weights)
 from autograder.errors import CheckFailed
 
-try:
-    from autograder.checking.purity import call_pure, call_twice
-except ImportError:  # pragma: no cover - the engine always has it; keeps older checkouts importable
-    def call_pure(fn, *args, what=None, **kwargs):
-        return fn(*args, **kwargs)
-
-    def call_twice(fn, *args, what=None, **kwargs):
-        return fn(*args, **kwargs)
-
-_spec = importlib.util.spec_from_file_location("lmgrade_transformer_public_shapes", Path(__file__).with_name("public_checks.py"))
-_public = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_public)
+# the public checks' shape helpers, from the same module object the grader collected the public checks from
+_public = load_module(Path(__file__).with_name("public_checks.py"), "lmgrade_checks_transformer_public")
 attention_shapes, block_shapes, fill, linear_shapes = (_public.attention_shapes, _public.block_shapes, _public.fill,
                                                        _public.linear_shapes)
 lm_shapes, make_module, mlp_shapes, norm_shapes = _public.lm_shapes, _public.make_module, _public.mlp_shapes, _public.norm_shapes

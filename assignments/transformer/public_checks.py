@@ -18,14 +18,9 @@ import torch
 
 from autograder.checking.checks import check
 from autograder.checking.compare import assert_close, assert_equal
+from autograder.checking.purity import call_pure
 from autograder.checking.torch_checks import float32_of, load_weights
 from autograder.errors import CheckFailed
-
-try:
-    from autograder.checking.purity import call_pure
-except ImportError:  # pragma: no cover - the engine always has it
-    def call_pure(fn, *args, what=None, **kwargs):
-        return fn(*args, **kwargs)
 
 F32, F64 = torch.float32, torch.float64
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from autograder import PACKAGE_DIR
 from autograder.authoring import build
-from autograder.authoring.assignments import ROOT, Assignment, available
+from autograder.authoring import assignments as course
+from autograder.authoring.assignments import Assignment, available
 from autograder.data import shakespeare
 
 MARKER = ".lmgrade-bundle"  # lets a rebuild replace an old bundle, and only a bundle
@@ -41,7 +42,7 @@ def engine_files() -> dict[str, bytes]:
 
 def engine_dependencies() -> list[str]:
     """The engine's runtime requirements: setup.cfg's ranges (its single source), else the installed metadata."""
-    cfg = ROOT / "setup.cfg"
+    cfg = course.ROOT / "setup.cfg"
     if cfg.is_file():
         parser = configparser.ConfigParser()
         parser.read(cfg)
@@ -82,7 +83,7 @@ def public_files(assignment: Assignment) -> dict[str, str]:
 
 def torch_pin() -> str:
     """The torch version the grader runs (requirements.lock), so students test on the same one."""
-    lock = ROOT / "requirements.lock"
+    lock = course.ROOT / "requirements.lock"
     if lock.is_file():
         for line in lock.read_text().splitlines():
             if line.strip().startswith("torch=="):

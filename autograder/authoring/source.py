@@ -18,11 +18,11 @@ the previous written question) make the figures and printed results it is about.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 
-_HEADER = re.compile(r"^# %%(?P<rest>.*)$")
+_FORMAT = {"extension": ".py", "format_name": "percent", "comment_magics": False}  # `# %cmd` stays a comment
+_HEADER = re.compile(r"^\s*#\s*%%")  # what jupytext takes for a cell header (used to name a bad one)
 _BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION(?::\s*(?P<hint>.*?))?\s*$")
 _END = re.compile(r"^\s*# END SOLUTION\s*$")
 
@@ -43,38 +43,52 @@ class SourceCell:
 
 
 def parse(text: str) -> list[SourceCell]:
-    cells: list[SourceCell] = []
-    current: SourceCell | None = None
-    body: list[str] = []
-    for number, line in enumerate(text.splitlines() + ["# %%"], start=1):
-        m = _HEADER.match(line)
-        if not m:
-            body.append(line)
+    """The cells of an authored source, read by jupytext (py:percent, magics left as written).
+
+    Blank lines around a cell are dropped and empty cells skipped; a header jupytext cannot read
+    (tags not a JSON list of strings, unparsable key=value metadata) is a SourceError naming its line.
+    """
+    import jupytext  # here, not at the top: every `lmgrade` start (a student's `check`) imports this module
+
+    try:
+        nb = jupytext.reads(text, fmt=_FORMAT)
+    except Exception as exc:  # jupytext raises validation errors, even AttributeError, on bad metadata
+        raise SourceError(_bad_header(text) or f"jupytext could not read the source: {exc}") from None
+    cells = []
+    for cell in nb.cells:
+        if not _good_metadata(cell.metadata):
+            raise SourceError(_bad_header(text) or f"cell metadata jupytext could not read: {dict(cell.metadata)}")
+        lines = cell.source.splitlines()
+        while lines and not lines[-1].strip():
+            lines.pop()
+        while lines and not lines[0].strip():
+            lines.pop(0)
+        kind = "markdown" if cell.cell_type == "markdown" else "code"
+        if lines:
+            cells.append(SourceCell(kind, list(cell.metadata.get("tags", [])), "\n".join(lines)))
+    return cells
+
+
+def _good_metadata(metadata) -> bool:
+    tags = metadata.get("tags", [])
+    return "incorrectly_encoded_metadata" not in metadata and type(tags) is list and all(type(t) is str for t in tags)
+
+
+def _bad_header(text: str) -> str | None:
+    """Which cell header is malformed, with its line number (error path only: reads each header alone)."""
+    import jupytext
+
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not _HEADER.match(line):
             continue
-        if current is not None:
-            current.text = _finish(current.kind, body)
-            cells.append(current)
-        rest = m.group("rest").strip()
-        kind = "markdown" if rest.startswith("[markdown]") else "code"
-        tags = []
-        tag_match = re.search(r"tags=(\[.*\])", rest)
-        if tag_match:
-            try:
-                tags = json.loads(tag_match.group(1))
-            except json.JSONDecodeError:
-                raise SourceError(f"line {number}: tags must be a JSON list, e.g. tags=[\"graded\"]") from None
-        current, body = SourceCell(kind, tags), []
-    return [c for c in cells if c.text]
-
-
-def _finish(kind: str, body: list[str]) -> str:
-    while body and not body[-1].strip():
-        body.pop()
-    while body and not body[0].strip():
-        body.pop(0)
-    if kind == "markdown":
-        body = [line[2:] if line.startswith("# ") else line.lstrip("#") for line in body]
-    return "\n".join(body)
+        try:
+            good = all(_good_metadata(c.metadata) for c in jupytext.reads(line + "\npass\n", fmt=_FORMAT).cells)
+        except Exception:
+            good = False
+        if not good:
+            return (f"line {number}: cannot read the cell header {line.strip()!r}: tags must be a JSON list of "
+                    'strings, e.g. # %% tags=["graded"]')
+    return None
 
 
 def _regions(code: str):

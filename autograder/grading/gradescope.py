@@ -286,7 +286,8 @@ def lmgrade_probe(source, results):
 def check_worker(root: Path, user: pwd.struct_passwd) -> None:
     """Start a real worker, as grading will, and make sure it runs as `user` and is locked out."""
     from autograder.checking.remote import Student
-    from autograder.sandbox.lifecycle import Limits, Sandbox
+    from autograder.sandbox.lifecycle import Sandbox
+    from autograder.sandbox.limits import Limits
     cells = [{"index": 0, "number": 1, "source": _WORKER_PROBE}]
     try:
         with Sandbox(cells, limits=Limits(call_timeout=30, load_timeout=30)) as box:

@@ -1,6 +1,6 @@
 """What a batch tells TAs about the class beside grades.csv: leaderboard.csv and report.html.
 
-Why a module of its own: both are views of the whole class, built by `batch.write_outputs` from
+Why a module of its own: both are views of the whole class, built by `outputs.write_outputs` from
 the records it holds in memory (never from files a worker could have written), and both must be
 the same bytes whether one run or `lmgrade merge` of shards wrote them: nothing here shows a
 timing, a date or how many submissions were graded "now".
@@ -80,14 +80,14 @@ def leaderboard_csv(rows: list[dict]) -> str:
 
 
 def _cell(text: str) -> str:
-    """As batch.csv_cell: no text a spreadsheet would run as a formula."""
+    """As outputs.csv_cell: no text a spreadsheet would run as a formula."""
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 # ---- report.html -------------------------------------------------------------------------------
 @dataclass
 class ClassReport:
-    """Everything report.html shows, gathered by `batch.write_outputs` as it writes grades.csv."""
+    """Everything report.html shows, gathered by `outputs.write_outputs` as it writes grades.csv."""
 
     assignment: object  # assignments.Assignment
     specs: list  # the assignment's CheckSpecs, in order

@@ -21,7 +21,8 @@ from autograder.checking.compare import explain_library_error
 from autograder.checking.remote import Student, StudentError
 from autograder.errors import CheckFailed
 from autograder.sandbox import extract, forbidden, policy
-from autograder.sandbox.lifecycle import Limits, Sandbox, WorkerFailure
+from autograder.sandbox.lifecycle import Sandbox, WorkerFailure
+from autograder.sandbox.limits import Limits
 
 OUTPUT_LIMIT = 4000  # characters of feedback per check
 TRUNCATED = "\n... (feedback truncated)"

