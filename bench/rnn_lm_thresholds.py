@@ -11,7 +11,7 @@ Q8: exact-match accuracy of the weights trained by the reference and by variants
 starts and data draws, decoded by the reference as the grader does, on 500 fresh digit strings,
 against the fixed Q8_MIN_ACCURACY.
 
-Provenance (both; `autograder.checking.checks.assert_descends`): for every run above, the smallest and the
+Provenance (both; `autograder.checking.provenance.assert_descends`): for every run above, the smallest and the
 mean share, over the matrices of the reference's start profile, of the correlation with its start
 that the reference's own run keeps (the check passes at START_LEAST and START_MEAN); the largest
 |correlation| of a run from another start with the grader's start (a pasted model); and a pasted
@@ -38,7 +38,7 @@ torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autograder.checking.checks import start_correlations, start_profile, start_shares  # noqa: E402
+from autograder.checking.provenance import start_correlations, start_profile, start_shares  # noqa: E402
 from reference_variants import blend_toward, modules  # noqa: E402 - bench/ is on sys.path when run as a script
 
 ref, hidden, variant = modules("rnn_lm")
@@ -84,7 +84,7 @@ def q7_run(module, start: dict, **overrides) -> tuple:
 
 
 def kept(start, final, profile) -> str:
-    """The smallest and the mean share kept (checks.start_shares, what assert_descends bounds), as "least/mean"."""
+    """The smallest and the mean share kept (provenance.start_shares, what assert_descends bounds), as "least/mean"."""
     shares = list(start_shares(start, final, profile).values())
     return f"{min(shares):.2f}/{sum(shares) / len(shares):.2f}"
 

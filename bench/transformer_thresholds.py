@@ -7,7 +7,7 @@ submission, and passes them when the figure is within a margin of the reference'
 start, its batches and its rounding: this prints the reference from six other starts and seeds and
 two correct variants, as ratios to the threshold run (accuracy as a difference).
 
-Provenance (`autograder.checking.checks.assert_descends`): for every run, the smallest and the mean share,
+Provenance (`autograder.checking.provenance.assert_descends`): for every run, the smallest and the mean share,
 over the matrices of the threshold run's start profile, of the correlation with its start that the
 threshold run keeps (the check passes at START_LEAST and START_MEAN); the largest |correlation| of a
 run from another start with the grader's start (a pasted model); and a pasted model trained twice
@@ -35,7 +35,7 @@ torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from autograder.checking.checks import start_correlations, start_shares  # noqa: E402
+from autograder.checking.provenance import start_correlations, start_shares  # noqa: E402
 from reference_variants import blend_toward, modules  # noqa: E402 - bench/ is on sys.path when run as a script
 
 ref, hidden, variant = modules("transformer")
@@ -123,7 +123,7 @@ TASKS = {  # name: (run, score, model builder, threshold run's seed, margin, hig
 
 
 def kept(start, final, profile) -> str:
-    """The smallest and the mean share kept (checks.start_shares, what assert_descends bounds), as "least/mean"."""
+    """The smallest and the mean share kept (provenance.start_shares, what assert_descends bounds), as "least/mean"."""
     shares = list(start_shares(start, final, profile).values())
     return f"{min(shares):.2f}/{sum(shares) / len(shares):.2f}"
 

@@ -19,7 +19,7 @@ import pytest
 from autograder import cli
 from autograder.authoring import assignments, build, bundle
 from autograder.checking.remote import Student
-from autograder.grading import gradescope, results, runner
+from autograder.grading import gradescope, gradescope_access, gradescope_schema, gradescope_zip, results, runner
 from autograder.sandbox.lifecycle import Sandbox
 from autograder.sandbox.limits import Limits
 
@@ -74,7 +74,7 @@ class Lazy(dict):
 
 @pytest.fixture(scope="module")
 def zips(workdir):
-    return Lazy(lambda i: gradescope.build_zip(assignments.get(i), workdir / "zips" / f"{i}.zip"))
+    return Lazy(lambda i: gradescope_zip.build_zip(assignments.get(i), workdir / "zips" / f"{i}.zip"))
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +115,7 @@ def run_autograder(root: Path, worker_user: str = WORKER_USER, python: str = sys
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((root / "results" / "results.json").read_text())
     jsonschema.validate(doc, SCHEMA)
-    assert gradescope.validate(doc) == []
+    assert gradescope_schema.validate(doc) == []
     return proc, doc
 
 
@@ -140,7 +140,7 @@ def test_zip_holds_installer_grader_checks_reference_and_data(zips, assignment_i
         modes = {i.filename: i.external_attr >> 16 for i in zf.infolist()}
         setup = zf.read("setup.sh").decode()
         engine = {n.removeprefix("engine/"): zf.read(n) for n in names if n.startswith("engine/autograder/")}
-        config = json.loads(zf.read(gradescope.CONFIG))
+        config = json.loads(zf.read(gradescope_zip.CONFIG))
     a = f"assignments/{assignment_id}"
     assert {"setup.sh", "run_autograder", "requirements.lock", "engine/pyproject.toml", f"{a}/meta.toml",
             f"{a}/public_checks.py", f"{a}/hidden_checks.py", f"{a}/public_fixtures.json",
@@ -173,7 +173,7 @@ def test_setup_fails_loudly(tmp_path):
     fake.chmod(0o755)
     script = tmp_path / "source" / "setup.sh"
     script.parent.mkdir()
-    script.write_text((gradescope.TEMPLATES / "setup.sh").read_text())
+    script.write_text((gradescope_zip.TEMPLATES / "setup.sh").read_text())
     proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60,
                           env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake), "LMGRADE_VENV": str(tmp_path / "venv")})
     assert proc.returncode != 0
@@ -206,7 +206,7 @@ def test_setup_honours_its_documented_overrides(tmp_path):
     log = tmp_path / "calls.log"
     script = tmp_path / "root" / "source" / "setup.sh"
     script.parent.mkdir(parents=True)
-    script.write_text((gradescope.TEMPLATES / "setup.sh").read_text().replace("@TORCH_PIN@", "torch==9.9.9"))
+    script.write_text((gradescope_zip.TEMPLATES / "setup.sh").read_text().replace("@TORCH_PIN@", "torch==9.9.9"))
     venv = tmp_path / "opt" / "venv"
     env = {"PATH": "/usr/bin:/bin", "PYTHON": str(fake_python(tmp_path, log)), "LMGRADE_VENV": str(venv),
            "LMGRADE_TORCH_INDEX": "file:///srv/wheels", "LMGRADE_WORKER_USER": ""}
@@ -253,7 +253,7 @@ def docs_settings() -> dict[str, tuple[int, int, int]]:
 
 
 def test_the_settings_table_lists_every_assignment_once():
-    assert sorted(docs_settings()) == sorted(assignments.IDS) == sorted(gradescope.SETTINGS)
+    assert sorted(docs_settings()) == sorted(assignments.IDS) == sorted(gradescope_zip.SETTINGS)
 
 
 @pytest.mark.parametrize("assignment_id", assignments.IDS)
@@ -262,7 +262,7 @@ def test_gradescope_build_prints_the_docs_and_the_settings_in_them(assignment_id
         Path(dest).write_bytes(b"PK")
         return Path(dest)
 
-    monkeypatch.setattr(gradescope, "build_zip", fake_build)
+    monkeypatch.setattr(gradescope_zip, "build_zip", fake_build)
     assert cli.main(["gradescope", "build", "--assignment", assignment_id, "--output", str(tmp_path / "a.zip")]) == 0
     out = capsys.readouterr().out
     assert "README" not in out
@@ -385,15 +385,16 @@ def test_lock_down_keeps_the_worker_user_out(workdir):
         pytest.skip("no user nobody here")
     root = workdir / "lockdown"
     (root / "source").mkdir(parents=True)
-    (root / "source" / gradescope.CONFIG).write_text("{}")
+    (root / "source" / gradescope_zip.CONFIG).write_text("{}")
     (root / "results").mkdir()
-    (root / gradescope.METADATA).write_text('{"previous_submissions": [{"results": {"tests": ["hidden feedback"]}}]}')
-    (root / gradescope.METADATA).chmod(0o644)  # as a platform might leave it
+    (root / gradescope_access.METADATA).write_text(
+        '{"previous_submissions": [{"results": {"tests": ["hidden feedback"]}}]}')
+    (root / gradescope_access.METADATA).chmod(0o644)  # as a platform might leave it
     for path in (root, root / "source", root / "results"):
         path.chmod(0o777)
-    assert len(gradescope.access_as(user, root / "source", root / "results")) == 5  # the probe sees open doors
-    gradescope.lock_down(root, user)
-    assert gradescope.access_as(user, root / "source", root / "results") == []
+    assert len(gradescope_access.access_as(user, root / "source", root / "results")) == 5  # the probe sees open doors
+    gradescope_access.lock_down(root, user)
+    assert gradescope_access.access_as(user, root / "source", root / "results") == []
     assert not (root / "results" / ".lmgrade-probe").exists()
     # a real worker, started as grading starts it, can list nothing under the root nor read the metadata
     reader = [{"index": 0, "number": 1, "source": "import os\ndef peek(root):\n    found = []\n"
@@ -462,7 +463,7 @@ def test_messages_stay_short_with_thousands_of_files(tmp_path):
         gradescope.find_submission(tmp_path, "ngram")
     assert "and 2980 more" in str(info.value) and len(str(info.value)) < 3000
     doc = results.failure_json("y" * 250_000)  # results.py clips every text field well below Gradescope's limit
-    assert len(doc["output"]) < gradescope.RESULT_LIMIT and gradescope.validate(doc) == []
+    assert len(doc["output"]) < gradescope_schema.RESULT_LIMIT and gradescope_schema.validate(doc) == []
 
 
 @pytest.mark.parametrize("doc, problem", [
@@ -474,17 +475,17 @@ def test_messages_stay_short_with_thousands_of_files(tmp_path):
     ([], "not a JSON object"),
 ])
 def test_validate_rejects_what_gradescope_would_not_accept(doc, problem):
-    assert any(problem in p for p in gradescope.validate(doc))
+    assert any(problem in p for p in gradescope_schema.validate(doc))
 
 
 def test_validate_file_rejects_empty_and_non_standard_json(tmp_path):
     path = tmp_path / "results.json"
     path.write_text("")
-    assert gradescope.validate_file(path)
+    assert gradescope_schema.validate_file(path)
     path.write_text('{"score": NaN, "tests": []}')
-    assert gradescope.validate_file(path)
+    assert gradescope_schema.validate_file(path)
     path.write_text('{"score": 0, "tests": []}')
-    assert gradescope.validate_file(path) == []
+    assert gradescope_schema.validate_file(path) == []
 
 
 @pytest.mark.parametrize("content, status, words", [
@@ -501,7 +502,7 @@ def test_an_unreadable_or_wrong_notebook_gets_one_message_and_no_grading(tmp_pat
     monkeypatch.setattr(runner, "grade", lambda *a, **k: pytest.fail("nothing should be graded"))
     doc = gradescope.grade_submission(tmp_path)
     jsonschema.validate(doc, SCHEMA)
-    assert gradescope.validate(doc) == [] and doc["tests"] == [] and doc["score"] == 0
+    assert gradescope_schema.validate(doc) == [] and doc["tests"] == [] and doc["score"] == 0
     assert f"({status})" in doc["output"] and words in doc["output"] and doc["output"].count(words) == 1
 
 
@@ -521,7 +522,7 @@ def test_odd_text_from_the_student_never_breaks_results(tmp_path, monkeypatch, c
     monkeypatch.setattr(runner, "grade", fake_grade)
     doc = gradescope.grade_submission(tmp_path)
     jsonschema.validate(doc, SCHEMA)
-    assert gradescope.validate(doc) == []
+    assert gradescope_schema.validate(doc) == []
     text = json.dumps(doc, ensure_ascii=False) + capsys.readouterr().out
     assert "caf?.ipynb" in text and "lone ? and ?" in text and "\\x1b[2J" in text
     assert "\x1b" not in text and all(not 0xD800 <= ord(c) <= 0xDFFF for c in text)

@@ -20,7 +20,7 @@ import pytest
 
 from autograder.authoring import assignments
 from autograder.checking.checks import CheckSpec, Context
-from autograder.grading import batch, gradescope, records, results, runner, shard
+from autograder.grading import batch, gradescope_schema, records, results, runner, shard
 from tests.test_batch import FAST, HIDDEN, NGRAM, WRONG_TOKENIZE, solution
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "gradescope_results.schema.json").read_text())
@@ -165,13 +165,13 @@ def test_results_json_has_gradescopes_leaderboard_without_held_out_metrics(grade
     doc = results.gradescope_json(report_of(result, "bob"))
     assert doc["leaderboard"] == [{"name": "perplexity", "value": 9.25, "order": "asc"}]
     jsonschema.validate(doc, SCHEMA)
-    assert gradescope.validate(doc) == []
+    assert gradescope_schema.validate(doc) == []
     assert "leaderboard" not in results.gradescope_json(report_of(result, "carol"))
     # course staff opted in (`gradescope build --leaderboard`): held-out figures too, rounded
     opted = results.gradescope_json(report_of(result, "bob"), held_out_leaderboard=True)
     assert opted["leaderboard"] == [{"name": "perplexity", "value": 9.25, "order": "asc"},
                                     {"name": "held-out perplexity", "value": 18.5, "order": "asc"}]
-    assert gradescope.validate(opted) == [] and "leaderboard" not in results.gradescope_json(
+    assert gradescope_schema.validate(opted) == [] and "leaderboard" not in results.gradescope_json(
         report_of(result, "carol"), held_out_leaderboard=True)  # a failed (pasted) model: no entry either way
 
 
@@ -185,7 +185,7 @@ def test_results_json_has_gradescopes_leaderboard_without_held_out_metrics(grade
 ])
 def test_the_schema_checks_the_leaderboard(board_doc, valid):
     doc = {"score": 1.0, "tests": [], "leaderboard": board_doc}
-    assert (gradescope.validate(doc) == []) == valid  # what run_autograder checks before it hands the file over
+    assert (gradescope_schema.validate(doc) == []) == valid  # what run_autograder checks before it hands the file over
     if valid:
         jsonschema.validate(doc, SCHEMA)
     else:

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from autograder.authoring import assignments
-from autograder.checking.checks import Context, assert_descends, start_correlations, start_profile
+from autograder.checking.checks import Context
+from autograder.checking.provenance import assert_descends, start_correlations, start_profile
 from autograder.errors import CheckFailed
 from tests.helpers import edited_solution, failing_in_process, run_check_recording, staff_module
 

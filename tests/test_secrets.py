@@ -1,4 +1,4 @@
-"""Every held-out draw includes the grader's secret (autograder/checking/checks.py, `Context.secret_seed`).
+"""Every held-out draw includes the grader's secret (autograder/checking/held_out.py, `Context.secret_seed`).
 
 The worker knows its own code (so the submission's seed), every check's name (so `seed_for`), the
 public files and the engine's code. None of that gives a held-out draw: the secret also hashes the
@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from autograder.authoring import assignments
-from autograder.checking.checks import HELD_OUT_DRAWS, CheckSpec, Context, check, seed_for
+from autograder.checking.checks import CheckSpec, Context, check, seed_for
+from autograder.checking.held_out import HELD_OUT_DRAWS
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET_CALLS = {"secret_seed", "secret_rng", "secret_state"}
@@ -70,7 +71,8 @@ def test_a_held_out_draw_is_none_of_the_seeds_the_worker_can_compute(draw, tmp_p
     secret = context(assignment_id, name).secret_seed(purpose)
     # the engine's construction with every file the worker can read in place of the two it cannot
     public = [assignment.dir / "public_checks.py", assignment.starter_path, assignment.fixtures_path,
-              ROOT / "autograder" / "checking" / "checks.py", assignment.source_path]
+              ROOT / "autograder" / "checking" / "checks.py", ROOT / "autograder" / "checking" / "held_out.py",
+              assignment.source_path]
     guesses = set()
     for checks_file in public:
         for reference_file in public:

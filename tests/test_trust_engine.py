@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from autograder.authoring.assignments import Assignment
-from autograder.checking import checks
+from autograder.checking import reference_results
 from autograder.checking.compare import assert_close
 from autograder.checking.remote import Student, StudentCrash
 from autograder.checking.torch_checks import assert_device_agnostic, assert_on_device, assert_param_grads, gradcheck
@@ -398,7 +398,7 @@ def toy_assignment(root: Path) -> Assignment:
 
 @pytest.mark.usefixtures("policy_off")
 def test_a_worker_writing_the_cache_changes_no_threshold(tmp_path, monkeypatch):
-    monkeypatch.setattr(checks, "_REFERENCE_RESULTS", {})  # a fresh grader process
+    monkeypatch.setattr(reference_results, "_REFERENCE_RESULTS", {})  # a fresh grader process
     cache = tmp_path / "cache"
     monkeypatch.setenv("LMGRADE_CACHE", str(cache))
     toy = toy_assignment(tmp_path / "root")
@@ -417,7 +417,7 @@ def test_a_worker_writing_the_cache_changes_no_threshold(tmp_path, monkeypatch):
 
 
 def test_a_check_that_needs_a_failing_function_blames_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(checks, "_REFERENCE_RESULTS", {})
+    monkeypatch.setattr(reference_results, "_REFERENCE_RESULTS", {})
     monkeypatch.setenv("LMGRADE_CACHE", str(tmp_path / "cache"))
     toy = toy_assignment(tmp_path / "root")
     wrong = tmp_path / "wrong.py"

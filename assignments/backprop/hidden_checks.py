@@ -22,11 +22,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from autograder.checking.checks import check, reference_result
+from autograder.checking.checks import check
 from autograder.checking.compare import as_array, as_bool, assert_close, assert_finite, assert_shape, parts
 from autograder.checking.gradients import assert_gradient, finite_difference
 from autograder.checking.perplexity import assert_perplexity
 from autograder.checking.purity import call_pure, call_twice
+from autograder.checking.reference_results import reference_result
 from autograder.errors import CheckFailed
 from autograder.sandbox.support import SmoothFunction, word_ids, word_vocab
 

@@ -15,13 +15,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from autograder.checking.checks import check, reference_result
+from autograder.checking.checks import check
 from autograder.checking.compare import assert_close, assert_equal
 from autograder.checking.perplexity import (check_distributions, context_at, log_ratio, perplexity_from_logprobs,
                                    plan_logprobs, plan_perplexity, plan_positions, request_order, target_at,
                                    transition_test)
 from autograder.errors import CheckFailed
 from autograder.checking.purity import call_pure, call_twice
+from autograder.checking.reference_results import reference_result
 from autograder.sandbox.support import TableLM, random_sentences
 
 PPL_MARGIN = 0.10  # Q6 thresholds: the reference's perplexity on the same positions plus 10%

@@ -23,11 +23,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.checking.checks import assert_descends, check, reference_result, start_profile
+from autograder.checking.checks import check
 from autograder.checking.compare import (as_array, assert_close, assert_dtype, assert_equal, assert_shape, explain_library_error,
                                 library_advice, parts)
 from autograder.checking.perplexity import assert_perplexity
+from autograder.checking.provenance import assert_descends, start_profile
 from autograder.checking.purity import call_pure, call_twice
+from autograder.checking.reference_results import reference_result
 from autograder.checking.remote import StudentError
 from autograder.checking.torch_checks import (MODULE_TOLERANCES, assert_device_agnostic, assert_global_generator_untouched,
                                      gradcheck, load_weights, output, randn)

@@ -27,10 +27,12 @@ import torch
 import torch.nn.functional as F
 
 from autograder.authoring.assignments import load_module
-from autograder.checking.checks import assert_descends, check, reference_result, start_profile
+from autograder.checking.checks import check
 from autograder.checking.compare import assert_close, assert_equal, assert_shape
 from autograder.checking.perplexity import assert_perplexity
+from autograder.checking.provenance import assert_descends, start_profile
 from autograder.checking.purity import call_pure, call_twice
+from autograder.checking.reference_results import reference_result
 from autograder.checking.remote import StudentError
 from autograder.checking.torch_checks import (assert_device_agnostic, assert_global_generator_untouched, assert_param_grads,
                                      gradcheck, load_weights)

@@ -5,28 +5,29 @@ declared next to it by `@check(...)`. It calls the student's code through `t.stu
 expected values from `t.ref` (hidden checks) or `t.expected(...)` (public checks, answered from
 fixtures so that public checks run without the reference), and fails by raising `CheckFailed`.
 
-Two rules of "only work the grader saw earns points" live here. Every held-out draw and every
-trained model's start comes from the grader's one secret (`Context.secret_seed`, `secret_rng`,
-`secret_state`; the list is HELD_OUT_DRAWS), which the worker cannot compute. A trained model
-earns points only if it descends from that start (`assert_descends`).
+Two rules of "only work the grader saw earns points" are reached from here. Every held-out draw
+and every trained model's start comes from the grader's one secret (`Context.secret_seed`,
+`secret_rng`, `secret_state`; the secret and the list of draws, HELD_OUT_DRAWS, are in held_out.py),
+which the worker cannot compute. A trained model earns points only if it descends from that start
+(`assert_descends`, in provenance.py). Cached reference results (`Context.cached`) are in
+reference_results.py.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import numbers
 import random
 import sys
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
+from autograder.checking.held_out import held_out_seed
+from autograder.checking.reference_results import cached_result
 from autograder.errors import CheckFailed
 
-__all__ = ["check", "CheckSpec", "Context", "CheckFailed", "seed_everything", "HELD_OUT_DRAWS", "start_correlations",
-           "start_profile", "assert_descends", "leaderboard_entry"]
+__all__ = ["check", "CheckSpec", "Context", "CheckFailed", "seed_everything", "leaderboard_entry"]
 
 METRIC_NAME_LIMIT = 64  # characters: a column title on Gradescope's leaderboard, not a message
 
@@ -133,14 +134,7 @@ class Context:
         """
         if self.cache_tag is None:
             return compute()
-        results = self.reference_results if self.reference_results is not None else \
-            _REFERENCE_RESULTS.setdefault(self.cache_tag, {})
-        if key in results:
-            return _copy(results[key])
-        value = compute()
-        results[key] = _copy(value)
-        _write_reference_result(self.cache_tag, key, value)
-        return value
+        return cached_result(self.cache_tag, self.reference_results, key, compute)
 
     def note(self, text: str) -> None:
         """A line shown with the check's result whether it passes or fails (a measured figure, say)."""
@@ -166,7 +160,7 @@ class Context:
         self.published.append(entry)
 
     def secret_seed(self, purpose: str, bits: int = 64) -> int:
-        """A seed for one draw of this check (`purpose`) that no worker can compute; see HELD_OUT_DRAWS.
+        """A seed for one draw of this check (`purpose`) that no worker can compute; see held_out.HELD_OUT_DRAWS.
 
         Why: the worker knows its own code, hence `submission_seed`, and the check's name, hence
         `seed`, so a seed made of those alone is public. This one also hashes the bytes of the file
@@ -180,11 +174,7 @@ class Context:
         files = (self.spec.source, getattr(self.ref, "__file__", None))
         if not all(files):
             raise RuntimeError(f"check {self.spec.name}: no grader secret without the check's file and the reference")
-        digest = hashlib.sha256(b"lmgrade held-out draw v1")
-        for part in (*(_file_digest(f) for f in files), bytes(self.secret_key),
-                     str(self.submission_seed).encode(), self.spec.name.encode(), purpose.encode()):
-            digest.update(len(part).to_bytes(8, "little") + part)  # length-prefixed: no two inputs collide
-        return int.from_bytes(digest.digest()[:8], "little") >> (64 - bits)
+        return held_out_seed(files, self.secret_key, self.submission_seed, self.spec.name, purpose, bits)
 
     def secret_rng(self, purpose: str) -> np.random.Generator:
         """numpy's generator from `secret_seed(purpose)`: for held-out data, which never crosses."""
@@ -194,7 +184,7 @@ class Context:
         """The state dict of the module `build()` makes, its random initialization drawn from the secret.
 
         Why: a trained model earns points only when it descends from a start the grader chose for this
-        submission (see `assert_descends`). Torch's global generator is left as it was.
+        submission (see `provenance.assert_descends`). Torch's global generator is left as it was.
         """
         import torch
         with torch.random.fork_rng(devices=[]):
@@ -221,187 +211,3 @@ def leaderboard_entry(name, value, order: str = "asc", held_out: bool = True) ->
     if type(held_out) is not bool:
         raise TypeError(f"held_out of the leaderboard metric {name!r} is True or False")
     return {"name": name, "value": float(value), "order": order, "held_out": held_out}
-
-
-# ---- the grader's secret: every held-out draw ---------------------------------------------------
-# Every random draw that feeds held-out data or a trained model's start, in every hidden check, by
-# (assignment, check, purpose, what it draws). tests/test_secrets.py finds every `secret_seed`,
-# `secret_rng` and `secret_state` call in assignments/*/hidden_checks.py and compares with this list.
-# Draws of test inputs that cross to the worker anyway (`t.rng`) are not held out and not listed;
-# backprop's and attention's hidden checks make no held-out draw (backprop's held-out text is the
-# fixed test plays, which never cross).
-HELD_OUT_DRAWS = (
-    ("ngram", "shakespeare_heldout", "shakespeare",
-     "which test and validation positions are scored, the order they are asked in, the probe words"),
-    ("ngram", "synthetic_floor", "synthetic", "the hidden Markov language and its train / validation / held-out text"),
-    ("ngram", "synthetic_floor", "synthetic plan", "which positions are scored, the order, the probe words"),
-    ("rnn_lm", "shakespeare_lstm", "initial weights", "the LSTM LM's start (loaded into the student's model)"),
-    ("rnn_lm", "seq2seq_reversal", "initial weights", "the Seq2Seq's start (loaded into the student's model)"),
-    ("rnn_lm", "seq2seq_reversal", "training pairs", "the 12,800 digit strings trained on (sent)"),
-    ("rnn_lm", "seq2seq_reversal", "held-out pairs", "the 500 digit strings scored (never sent)"),
-    ("transformer", "shakespeare_perplexity", "initial weights", "init_state (sent)"),
-    ("transformer", "shakespeare_perplexity", "batch seed", "settings['seed'], hence the batches (sent)"),
-    ("transformer", "synthetic_perplexity", "initial weights", "init_state (sent)"),
-    ("transformer", "synthetic_perplexity", "batch seed", "settings['seed'], hence the batches (sent)"),
-    ("transformer", "synthetic_perplexity", "held-out sentences", "the 1,500 fresh sentences scored (never sent)"),
-    ("transformer", "seq2seq_sorting", "initial weights", "init_state (sent)"),
-    ("transformer", "seq2seq_sorting", "batch seed", "settings['seed'], hence the rows of each batch (sent)"),
-    ("transformer", "seq2seq_sorting", "held-out strings", "the 1,000 digit strings scored (never sent)"),
-)
-
-_DIGESTS: dict[tuple, bytes] = {}  # (path, size, mtime) -> sha256 of the file
-
-
-def _file_digest(path: str) -> bytes:
-    stat = Path(path).stat()
-    key = (str(path), stat.st_size, stat.st_mtime_ns)
-    if key not in _DIGESTS:
-        _DIGESTS[key] = hashlib.sha256(Path(path).read_bytes()).digest()
-    return _DIGESTS[key]
-
-
-# ---- provenance: trained weights descend from the grader's start --------------------------------
-def start_correlations(start: dict, final: dict, min_entries: int = 200) -> dict[str, float]:
-    """name -> Pearson correlation of a matrix's entries at the start and after training.
-
-    Why: a run from the grader's start keeps a clear trace of it in every matrix, while weights grown
-    from any other start are independent of it: their correlation is noise of size 1/sqrt(entries).
-    Only matrices (2-D or more) of at least `min_entries` entries count; a missing one counts as 0.
-    """
-    out = {}
-    for name, value in start.items():
-        a = _float64(value)
-        if a.ndim < 2 or a.size < min_entries:
-            continue
-        b = _float64(final[name]) if name in final else None
-        if b is None or b.shape != a.shape:
-            out[name] = 0.0
-            continue
-        a, b = a.ravel() - a.mean(), b.ravel() - b.mean()
-        norm = float(np.linalg.norm(a) * np.linalg.norm(b))
-        out[name] = float(a @ b) / norm if norm > 0 else 0.0
-    return out
-
-
-def start_profile(start: dict, final: dict, min_entries: int = 200) -> dict[str, float]:
-    """The correlations a genuine run (the reference's threshold run) keeps with its start, matrix by matrix.
-
-    Only matrices where that trace stands far out of the noise (over 6 / sqrt(entries)) are kept: on
-    those, weights from another start cannot pass by chance. A JSON-able reference result.
-    """
-    sizes = {k: _float64(v).size for k, v in start.items()}
-    return {k: round(c, 6) for k, c in start_correlations(start, final, min_entries).items() if c > 6 / sizes[k] ** 0.5}
-
-
-def start_shares(start: dict, final: dict, profile: dict, corrs: dict | None = None) -> dict:
-    """Matrix name -> the share of the reference's correlation with the start (`profile`) that `final`
-    keeps: what `assert_descends` bounds, and what the threshold benches print."""
-    corrs = corrs or start_correlations({k: start[k] for k in profile}, final, min_entries=0)
-    return {name: corrs[name] / profile[name] for name in profile}
-
-
-def assert_descends(start: dict, final: dict, profile: dict, what: str, *, least: float, mean: float) -> dict:
-    """Fail unless the matrices of `profile` keep enough of the correlation with their start that the
-    reference's own run keeps (`start_profile`): each at least `least` of it, and `mean` of it on average.
-
-    Why both: matrices that training barely moves (embeddings keep 0.98-0.99 of their start) make a
-    blend of pasted weights with the grader's start costly, and so does the average over every
-    matrix, while a single matrix may move more in one honest run than in another (the attention
-    of a last layer, say), which the lower bound on each leaves room for. Returns the shares kept.
-    The message names the matrix and the figures, never the start.
-    """
-    if not profile:
-        raise RuntimeError(f"{what}: no matrix to compare with the start")
-    corrs = start_correlations({k: start[k] for k in profile}, final, min_entries=0)
-    kept = start_shares(start, final, profile, corrs)
-    name = min(kept, key=kept.get)
-    average = sum(kept.values()) / len(kept)
-    if not (kept[name] >= least and average >= mean):  # NaN fails too
-        raise CheckFailed(
-            f"{what}: the returned weights do not descend from the initial weights the grader gave: `{name}` keeps a "
-            f"correlation of {corrs[name]:.3f} with its start, where training from it keeps about {profile[name]:.2f}; "
-            f"over the {len(kept)} matrices compared, {average:.0%} of that trace is kept (training keeps about 90%, "
-            f"{mean:.0%} and at least {least:.0%} in every matrix are needed). Only a model your function trained, from "
-            "the start it is given, earns these points: train the model (or init_state) you receive, without "
-            "re-creating or re-initializing it, and never load weights trained elsewhere.")
-    return kept
-
-
-def _float64(value) -> np.ndarray:
-    if hasattr(value, "detach"):  # a torch tensor, on any device
-        value = value.detach().cpu().double().numpy()
-    return np.asarray(value, dtype=np.float64)
-
-
-# ---- reference results, read before any worker starts ---------------------------------------------
-_REFERENCE_RESULTS: dict[str, dict] = {}  # cache tag -> {key: JSON value}, per grader process
-
-
-def reference_result(key: str):
-    """Register `compute(ref) -> JSON value` under `key` in a check module.
-
-    `runner.reference_results(assignment)` (a batch, before its first worker) computes every
-    registered result that is not cached yet, so grader processes only read them; `t.cached(key,
-    ...)` then returns it from memory. Grading one submission reads what is cached and lets the
-    check compute the rest (in the grader, from the reference alone).
-    """
-
-    def register(fn):
-        fn.lmgrade_reference_result = key
-        return fn
-
-    return register
-
-
-def load_reference_results(cache_tag: str, ref=None, modules=()) -> dict:
-    """Every cached result of one reference version, in memory (read from disk once per process).
-
-    Call before any worker starts. Registered results (`@reference_result`) of `modules` that are
-    missing are computed here from `ref`. The dict returned is the process-wide one for the tag.
-    """
-    import json
-
-    from autograder.data.shakespeare import cache_dir
-    results = _REFERENCE_RESULTS.get(cache_tag)
-    if results is None:
-        results = _REFERENCE_RESULTS[cache_tag] = {}
-        folder = cache_dir() / "reference"
-        prefix = f"{cache_tag}-"
-        if folder.is_dir():
-            for path in sorted(folder.glob(f"{prefix}*.json")):
-                try:
-                    results[path.name[len(prefix):-len(".json")]] = json.loads(path.read_text())
-                except (OSError, ValueError, RecursionError):
-                    continue  # unreadable or broken: computed again when needed
-    if ref is not None:
-        for module in modules:
-            for fn in list(vars(module).values()):
-                key = getattr(fn, "lmgrade_reference_result", None)
-                if isinstance(key, str) and key not in results:
-                    value = fn(ref)
-                    results[key] = _copy(value)
-                    _write_reference_result(cache_tag, key, value)
-    return results
-
-
-def _copy(value):
-    """A fresh copy of a JSON value, so no check can change what the next one reads."""
-    import json
-    return json.loads(json.dumps(value))
-
-
-def _write_reference_result(cache_tag: str, key: str, value) -> None:
-    import json
-    import os
-    import tempfile
-
-    from autograder.data.shakespeare import cache_dir
-    path = cache_dir() / "reference" / f"{cache_tag}-{key}.json"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(value, f)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache costs time in the next process, nothing else

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from autograder import PACKAGE_DIR
 from autograder.authoring.assignments import Assignment
-from autograder.checking.checks import Context, load_reference_results, seed_everything, seed_for
+from autograder.checking.checks import Context, seed_everything, seed_for
 from autograder.checking.compare import explain_library_error
+from autograder.checking.reference_results import load_reference_results
 from autograder.checking.remote import Student, StudentError
 from autograder.errors import CheckFailed
 from autograder.sandbox import extract, forbidden, policy

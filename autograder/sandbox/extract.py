@@ -310,7 +310,7 @@ def _collect(cells, sub: Submission) -> None:
                 sub.broken[name] = f"`{name}` is in {label}, which {why}"
             continue
         names = top_level_names(tree)
-        for name in _defined_names(tree) & set(seen):
+        for name in _defined_names(tree) & seen.keys():  # a view: no copy per cell (100k cells stay linear)
             sub.notes.append(f"`{name}` is defined in graded cells {seen[name]} and {number}; the later one is graded.")
         seen.update(dict.fromkeys(_defined_names(tree), number))
         sub.graded_names |= names
