@@ -7,7 +7,6 @@ workers would, as root with no worker user.
 """
 import os
 import platform
-import time
 
 import psutil
 import pytest
@@ -171,10 +170,9 @@ def test_an_orphans_cpu_counts_against_its_worker_and_dies_with_it():
     a, b, sa, sb = pair(Limits(call_timeout=2, load_timeout=20))
     try:
         pid = sa.orphan()  # left the worker's session and process tree, burning CPU
-        started = time.monotonic()
-        with pytest.raises(StudentCrash, match="CPU time"):
-            sa.idle(30)  # sleeps: only the orphan's CPU can end this call before its 15 s wall backstop
-        assert time.monotonic() - started < 12
+        # the CPU deadline's message, not the 15 s wall backstop's ("did not finish: it ran 15 s of wall-clock time")
+        with pytest.raises(StudentCrash, match=r"did not finish within [0-9.]+ s of CPU time"):
+            sa.idle(30)  # sleeps: only the orphan's CPU can end this call before its wall backstop
         assert not alive(pid)
         assert sb.idle(0) == 1
     finally:

@@ -57,8 +57,21 @@ class Scope:
         return True
 
 
+_LAST: tuple | None = None  # (cells, Program) of the last grade: see Program.of
+
+
 class Program:
     """The graded cells as the one module the worker makes of them, with every name resolvable."""
+
+    @classmethod
+    def of(cls, cells: list[Cell]) -> "Program":
+        """The Program of these cells, built once for the policy and both forbidden scans of a grade
+        (building one walks every syntax tree; it is read, never changed, after it is built)."""
+        global _LAST
+        key = tuple((cell.number, cell.source) for cell in cells)
+        if _LAST is None or _LAST[0] != key:
+            _LAST = (key, cls(cells))
+        return _LAST[1]
 
     def __init__(self, cells: list[Cell]):
         self.module = Scope("module", None)
@@ -283,7 +296,7 @@ def tainted_names(cells: list[Cell], banned: set[str]) -> dict[str, list[Use]]:
     """Top-level name -> the banned uses it reaches, directly or through other top-level names."""
     if not banned:
         return {}
-    program = Program(cells)
+    program = Program.of(cells)
     uses_of = [banned_uses(program, stmt, cell, set(banned)) for cell, stmt in program.stmts]
     return spread(program, uses_of)
 

@@ -121,7 +121,7 @@ def allowed_imports(assignment) -> frozenset[str]:
 def refused(cells: list[Cell], assignment) -> dict[str, list[Use]]:
     """Top-level name -> the violations it holds or reaches; `EVERYTHING` when code run at load does."""
     allowed = allowed_imports(assignment)
-    program = Program(cells)
+    program = Program.of(cells)
     check = _Checker(program, frozenset(allowed))
     uses_of, owners_of, everything, imported = [], [], [], set()
     for cell, stmt in program.stmts:
