@@ -59,19 +59,10 @@ from autograder.sandbox.landlock import (PathBeneathAttr, landlock_allow_beneath
                                          landlock_ruleset)
 from autograder.sandbox.limits import (LANDLOCK_ENV, PORTABLE, Limits, fallback_identity, is_root, landlock_on,
                                        missing_limits, say_once, worker_identity)
-from autograder.sandbox.linux import HAVE_PROC, LIBC, PR_SET_NO_NEW_PRIVS, check
+from autograder.sandbox.linux import HAVE_PROC, LIBC, PR_SET_NO_NEW_PRIVS, check, fcntl, resource
 from autograder.sandbox.namespaces import (CLONE_NEWNET, CLONE_NEWNS, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC,
                                            new_session_keyring, own_user_namespace, pids_cgroup, user_namespace)
 from autograder.sandbox.processes import LIVE_WORKERS, kill_tree, task_count
-
-try:  # POSIX only: Windows students still run the public checks, without limits
-    import fcntl
-except ImportError:
-    fcntl = None
-try:
-    import resource
-except ImportError:
-    resource = None
 
 # Isolated like -I (no user site-packages, no script directory on sys.path) but without -E, so that
 # the environment _env builds, which holds nothing else, applies: -I would ignore PYTHONHASHSEED and

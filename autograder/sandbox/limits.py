@@ -13,16 +13,7 @@ import sys
 from dataclasses import dataclass
 
 from autograder.sandbox.landlock import landlock_abi
-from autograder.sandbox.linux import WALKS_TREES
-
-try:  # POSIX only: Windows students still run the public checks, without limits
-    import fcntl
-except ImportError:
-    fcntl = None
-try:
-    import resource
-except ImportError:
-    resource = None
+from autograder.sandbox.linux import WALKS_TREES, fcntl, resource
 
 USER_ENV = "LMGRADE_WORKER_USER"  # run the worker as this user when the grader is root
 LANDLOCK_ENV = "LMGRADE_LANDLOCK"  # "0" turns Landlock off (troubleshooting a driver that needs more)

@@ -1,5 +1,6 @@
 """What several confinement steps share of the Linux kernel: the C library for raw syscalls, the
-prctl options more than one of them sets, and whether /proc tells about processes.
+prctl options more than one of them sets, whether /proc tells about processes, and the POSIX-only
+modules (`fcntl`, `resource`; None on Windows).
 
 Why a file of its own: capabilities, namespaces, Landlock and the worker's start all call into
 libc; one handle and one errno check keep them from drifting apart. Elsewhere (macOS, Windows)
@@ -10,6 +11,15 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
+
+try:  # POSIX only: Windows students still run the public checks, without limits
+    import fcntl
+except ImportError:
+    fcntl = None
+try:
+    import resource
+except ImportError:
+    resource = None
 
 LIBC = None
 if sys.platform.startswith("linux"):
