@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 import re
 import signal
 import sys
