@@ -5,9 +5,7 @@ steps install the bundle with pip and put it on sys.path, with no runtime restar
 is one Python process that runs those steps in order, with a stand-in for Colab's front-end channel
 (`google.colab._message.get_ipynb` returns the open notebook's content).
 """
-import os
 import re
-import shutil
 import subprocess
 import sys
 import venv

@@ -1,7 +1,6 @@
 """The README's quick start is what CI runs, and every example command in the docs is accepted as written."""
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 

@@ -24,7 +24,6 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from autograder.authoring import assignments
 from autograder.grading import batch, outputs, submissions
 from tests.test_batch import FAST, lost, points, read_grades, solution, tiny  # noqa: F401 - tiny is a fixture
 
