@@ -52,3 +52,13 @@ def test_the_worker_loads_nothing_of_the_graders_side():
                                 cwd=Path(autograder.PACKAGE_DIR).parent).stdout.split())
     assert loaded == {"autograder", "autograder.sandbox", "autograder.sandbox.worker", "autograder.sandbox.support",
                       "autograder.sandbox.wire"}
+
+
+def test_the_fork_server_loads_only_the_sandbox():
+    """A forked worker holds what its server imported: the sandbox's own files, never the checks or psutil."""
+    code = ("import sys, autograder.sandbox.forkserver, autograder.sandbox.worker, autograder.sandbox.support; "
+            "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('autograder') or m == 'psutil')))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                cwd=Path(autograder.PACKAGE_DIR).parent).stdout.split())
+    assert {"autograder.sandbox.forkserver", "autograder.sandbox.confine"} <= loaded
+    assert all(m == "autograder" or m.startswith("autograder.sandbox") for m in loaded), loaded

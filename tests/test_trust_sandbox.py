@@ -389,8 +389,9 @@ sys.modules["fcntl"] = None      # `import fcntl` now raises ImportError, as on 
 sys.modules["resource"] = None
 sys.platform = "win32"
 from autograder.checking.remote import Student
-from autograder.sandbox import lifecycle as sandbox, limits, linux
-assert sandbox.fcntl is None and sandbox.resource is None and limits.fcntl is None and limits.resource is None
+from autograder.sandbox import confine, forkserver, lifecycle as sandbox, limits, linux
+assert sandbox.fcntl is None and confine.resource is None and limits.fcntl is None and limits.resource is None
+assert not forkserver.AVAILABLE
 assert limits.PORTABLE and not linux.HAVE_PROC
 cells = [{"index": 0, "number": 1, "source": "def add(x, y):\n    return x + y\ndef loop():\n    while True:\n        pass\n"}]
 for _ in range(2):

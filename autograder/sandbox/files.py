@@ -27,6 +27,21 @@ def engine_files() -> list[str]:
                   if "__pycache__" not in p.parts and p.is_file())
 
 
+def copy_engine(sitedir: Path, readable_by_all: bool) -> None:
+    """Copy the engine's Python files into `sitedir/autograder`, the only engine a worker imports.
+    `readable_by_all`: for a worker that runs as another user (the copies stay the grader's)."""
+    engine = sitedir / "autograder"
+    engine.mkdir()
+    for name in engine_files():
+        (engine / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(PACKAGE_DIR / name, engine / name)
+    if readable_by_all:
+        for folder, _, files in os.walk(sitedir):
+            os.chmod(folder, 0o755)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o644)
+
+
 def _course_data() -> list[Path]:
     """What the worker must never read: the course repository (reference, hidden checks, tests,
     git history), the engine's own folder (the worker gets copies of what it runs), the grader's

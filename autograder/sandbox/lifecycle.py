@@ -6,7 +6,8 @@ backstop for code that sleeps); on a timeout or a dead worker every process the 
 is stopped and killed (however it hid: a new session, a double fork) and a fresh worker reloads
 the submission (skipping any cell that killed it at load time) before the next check.
 
-Confinement, strongest available first (all applied in the child before exec):
+Confinement, strongest available first (all applied in the child before exec, or by a worker
+forked from the fork server before it reports back; confine.py holds the steps):
   * as root with `LMGRADE_WORKER_USER` (Gradescope): the worker runs as that user, so it cannot
     read the grader's root-only files or write the results; and in a fresh network namespace;
   * as root without one: every capability dropped (effective, permitted, inheritable, bounding,
@@ -30,7 +31,8 @@ be killed) and non-dumpable (same-uid code cannot read or write its memory throu
 `confinement()` says which of these a machine gives; a batch refuses to run with none of them.
 On Windows (public checks on a student's laptop) the worker runs without limits, and says so once.
 
-This file starts the worker and applies these steps in order; each step lives beside it:
+This file starts the worker: forked by forkserver.py on Linux (a process that has imported numpy
+and torch once), else with exec; confine.py applies the steps in order. Each step lives beside it:
 limits.py (`Limits`, the worker's user, `confinement()`), files.py (what it may read, cleaning
 up), landlock.py, capabilities.py, namespaces.py, processes.py (finding and killing its
 processes), clock.py (deadlines, and `WorkerFailure`, which callers import from here) and
@@ -38,9 +40,7 @@ channels.py (the pipes).
 """
 from __future__ import annotations
 
-import ctypes
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -49,25 +49,22 @@ import time
 from pathlib import Path
 
 from autograder import PACKAGE_DIR
-from autograder.sandbox import wire
-from autograder.sandbox.capabilities import CapDrop, capabilities, harden_this_process
+from autograder.sandbox import forkserver, wire
+from autograder.sandbox.capabilities import capabilities, harden_this_process
 from autograder.sandbox.channels import PipeChannel, ThreadChannel, kill_portable
 from autograder.sandbox.clock import Clock, WorkerFailure
-from autograder.sandbox.files import (clean_shm, device_nodes, empty_dir, engine_files, read_rules, remove_tree,
+from autograder.sandbox.confine import WORKER_FLAGS, Plan, Prepared, confine, worker_env
+from autograder.sandbox.files import (clean_shm, copy_engine, device_nodes, empty_dir, read_rules, remove_tree,
                                       shm_entries)
-from autograder.sandbox.landlock import (PathBeneathAttr, landlock_allow_beneath, landlock_fs_rights, landlock_restrict,
-                                         landlock_ruleset)
+from autograder.sandbox.forkserver import ForkServerDown
+from autograder.sandbox.landlock import landlock_ruleset
 from autograder.sandbox.limits import (LANDLOCK_ENV, PORTABLE, Limits, fallback_identity, is_root, landlock_on,
                                        missing_limits, say_once, worker_identity)
-from autograder.sandbox.linux import HAVE_PROC, LIBC, PR_SET_NO_NEW_PRIVS, check, fcntl, resource
-from autograder.sandbox.namespaces import (CLONE_NEWNET, CLONE_NEWNS, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC,
-                                           new_session_keyring, own_user_namespace, pids_cgroup, user_namespace)
+from autograder.sandbox.linux import HAVE_PROC, LIBC, fcntl
+from autograder.sandbox.namespaces import pids_cgroup, user_namespace
 from autograder.sandbox.processes import LIVE_WORKERS, kill_tree, task_count
 
-# Isolated like -I (no user site-packages, no script directory on sys.path) but without -E, so that
-# the environment _env builds, which holds nothing else, applies: -I would ignore PYTHONHASHSEED and
-# give every worker a new set order, and a submission that iterates a set of strings a new score.
-WORKER_FLAGS = ("-s", "-P")
+_READ_RULES: dict[tuple[str, Path], tuple] = {}  # (python, engine copy) -> Landlock read rules, made once
 
 
 class Sandbox:
@@ -92,23 +89,13 @@ class Sandbox:
         self.proc: subprocess.Popen | None = None
         self._loaded = False  # the graded cells are loaded in `proc` (see `start`)
         self._channel = None
-        self._rules: tuple | None = None
         self._shm_before: set = set()
         self.userns: int | None = None  # the worker's own user namespace (inode), where it has one
         self.cgroup: Path | None = None  # its pids cgroup, as root
         self.scratch = Path(tempfile.mkdtemp(prefix="lmgrade-scratch-"))
-        self.sitedir = Path(tempfile.mkdtemp(prefix="lmgrade-site-"))
-        engine = self.sitedir / "autograder"  # only the engine files the worker runs, as copies
-        engine.mkdir()
-        for name in engine_files():
-            (engine / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(PACKAGE_DIR / name, engine / name)
-        if self.identity:  # the worker's own scratch; the site dir stays root's, readable by all
+        if self.identity:  # the worker's own scratch
             os.chown(self.scratch, self.identity[0], self.identity[1])
-            for folder, _, files in os.walk(self.sitedir):
-                os.chmod(folder, 0o755)
-                for name in files:
-                    os.chmod(os.path.join(folder, name), 0o644)
+        self.sitedir: Path | None = None  # its own engine copy, made when it is started with exec
         missing = missing_limits()
         if missing:
             say_once("limits", f"the student's code runs here without {', '.join(missing)}; "
@@ -124,7 +111,9 @@ class Sandbox:
     def close(self) -> None:
         self._kill()
         remove_tree(self.scratch)
-        remove_tree(self.sitedir)
+        if self.sitedir is not None:
+            remove_tree(self.sitedir)
+            _READ_RULES.pop((self.limits.worker_python or sys.executable, self.sitedir), None)
 
     def _spawn(self) -> None:
         if PORTABLE:
@@ -132,109 +121,73 @@ class Sandbox:
         harden_this_process()
         limits, cuda, identity = self.limits, self.device.startswith("cuda"), self.identity
         python = limits.worker_python or sys.executable
+        preload = ("torch",) if self.import_torch else ()  # imported before the first request arrives
         root = is_root()
         uid = identity[0] if identity else os.getuid()
-        nproc = task_count(uid) + limits.process_margin if uid != 0 and HAVE_PROC else None
-        netns = limits.isolate_network and root and LIBC is not None
+        ids = identity[:2] if identity else (os.geteuid(), os.getegid())
+        self._shm_before = shm_entries()
+        self.cgroup = pids_cgroup(limits.process_margin)
+        plan = Plan(scratch=str(self.scratch),
+                    scratch_options=f"mode=0700,size={limits.scratch_bytes},uid={ids[0]},gid={ids[1]}",
+                    root=root, netns=limits.isolate_network and root and LIBC is not None,
+                    isolate_network=limits.isolate_network,
+                    cgroup_procs=str(self.cgroup / "cgroup.procs") if self.cgroup else None,
+                    memory_bytes=None if cuda else limits.memory_bytes, cpu_seconds=limits.cpu_seconds,
+                    file_bytes=limits.file_bytes,
+                    nproc=task_count(uid) + limits.process_margin if uid != 0 and HAVE_PROC else None,
+                    process_margin=limits.process_margin, identity=identity[:2] if identity else None, ids=ids,
+                    drop_caps=root and not identity and LIBC is not None, landlock=landlock_on(limits))
+        # forked only where the worker cannot write the engine copy its server shares with later workers
+        shared_copy_safe = plan.landlock or plan.identity is not None
+        server = forkserver.server(python, preload) if shared_copy_safe and not cuda else None
+        if server is not None:
+            try:
+                return self._start(plan, python, preload, cuda, server)
+            except ForkServerDown:
+                forkserver.failed(server)  # started with exec instead; after a second failure, always
+        self._start(plan, python, preload, cuda, None)
+
+    def _start(self, plan: Plan, python: str, preload: tuple, cuda: bool, server) -> None:
+        """Start the worker: forked by `server`, or with exec (server None), confined by `plan` either way."""
+        if server is not None:
+            sitedir = server.sitedir
+        else:
+            if self.sitedir is None:
+                self.sitedir = Path(tempfile.mkdtemp(prefix="lmgrade-site-"))
+                copy_engine(self.sitedir, readable_by_all=self.identity is not None)
+            sitedir = self.sitedir
         ruleset = None
-        if landlock_on(limits):
-            if self._rules is None:
-                self._rules = tuple(read_rules(python, self.sitedir))
-            ruleset = landlock_ruleset(list(self._rules), [self.scratch], device_nodes(cuda))
+        if plan.landlock:
+            if (python, sitedir) not in _READ_RULES:
+                _READ_RULES[(python, sitedir)] = tuple(read_rules(python, sitedir))
+            ruleset = landlock_ruleset(list(_READ_RULES[(python, sitedir)]), [self.scratch], device_nodes(cuda))
             if ruleset is None:  # confinement() promised Landlock: never fall back silently
                 raise WorkerFailure("unavailable", f"the Landlock rules could not be set up ({LANDLOCK_ENV}=0 "
                                     "runs without them, see docs/security.md)")
-        drop_caps = CapDrop() if root and not identity and LIBC is not None else None
-        userns_caps = CapDrop() if LIBC is not None else None  # what a new user namespace grants, dropped
-        self._shm_before = shm_entries()
-        self.cgroup = pids_cgroup(limits.process_margin)
-        join = os.fsencode(self.cgroup / "cgroup.procs") if self.cgroup else None
-        ids = identity[:2] if identity else (os.geteuid(), os.getegid())
-        scratch_options = f"mode=0700,size={limits.scratch_bytes},uid={ids[0]},gid={ids[1]}".encode()
-        scratch_path = os.fsencode(self.scratch)
-        scratch_rule = PathBeneathAttr(landlock_fs_rights(), -1) if ruleset is not None else None
-
-        def private_mounts() -> None:
-            """Its own mount namespace (best effort): a private /dev/shm, and a scratch that is a
-            bounded tmpfs no other worker sees; both vanish with the worker."""
-            try:
-                check(LIBC.unshare(CLONE_NEWNS))
-                check(LIBC.mount(b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None))
-                check(LIBC.mount(b"tmpfs", b"/dev/shm", b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC),
-                                 b"mode=1777,size=67108864"))
-                check(LIBC.mount(b"tmpfs", scratch_path, b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV),
-                                 scratch_options))
-                os.chdir(scratch_path)
-                if ruleset is not None:
-                    landlock_allow_beneath(ruleset, scratch_path, scratch_rule)
-            except OSError:
-                pass
-
-        def prepare_child() -> None:  # runs in the child before exec; the order matters
-            if netns:  # needs root, so before dropping the user; a container may forbid it
-                try:
-                    check(LIBC.unshare(CLONE_NEWNET))
-                except OSError:
-                    pass
-            if root and LIBC is not None:
-                private_mounts()
-            if join is not None:  # its process bound, as root (best effort)
-                try:
-                    fd = os.open(join, os.O_WRONLY)
-                    os.write(fd, b"%d" % os.getpid())
-                    os.close(fd)
-                except OSError:
-                    pass
-            if resource is not None:
-                if not cuda:  # the CUDA runtime reserves far more address space than it uses
-                    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-                resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
-                resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-                if nproc is not None:
-                    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-            if identity:
-                os.setgroups([])
-                os.setgid(identity[1])
-                os.setuid(identity[0])
-            if own_user_namespace(ids):  # its own process count and keyrings; the grader finds all its tasks
-                if resource is not None:
-                    resource.setrlimit(resource.RLIMIT_NPROC, (limits.process_margin, limits.process_margin))
-                if not root:  # a user without root: the namespace gives the rights for the rest
-                    if limits.isolate_network:
-                        try:
-                            check(LIBC.unshare(CLONE_NEWNET))
-                        except OSError:
-                            pass
-                    private_mounts()
-                if drop_caps is None and userns_caps is not None:
-                    userns_caps.apply()
-            if drop_caps is not None:
-                drop_caps.apply()
-            new_session_keyring()
-            if LIBC is not None:  # no setuid binary or file capability ever raises its privileges
-                check(LIBC.prctl(ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0),
-                                 ctypes.c_ulong(0), ctypes.c_ulong(0)))
-            if ruleset is not None:
-                landlock_restrict(ruleset)
-
-        bootstrap = ("import sys; sys.path.insert(0, sys.argv[1]); "
-                     "from autograder.sandbox.worker import main; main(sys.argv[1:])")
-        preload = ["torch"] if self.import_torch else []  # imported before the first request arrives
+        prepared = Prepared(plan)
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
         try:
-            self.proc = subprocess.Popen(
-                [python, *WORKER_FLAGS, "-c", bootstrap, str(self.sitedir), str(to_worker_r), str(from_worker_w),
-                 *preload],
-                cwd=self.scratch, env=self._env(cuda), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, pass_fds=(to_worker_r, from_worker_w), start_new_session=True,
-                preexec_fn=prepare_child)
-        except (OSError, subprocess.SubprocessError) as exc:
+            if server is not None:
+                self.proc = server.spawn(plan, worker_env(str(self.scratch), cuda),
+                                         [to_worker_r, from_worker_w] + ([ruleset] if ruleset is not None else []))
+            else:
+                bootstrap = ("import sys; sys.path.insert(0, sys.argv[1]); "
+                             "from autograder.sandbox.worker import main; main(sys.argv[1:])")
+                self.proc = subprocess.Popen(
+                    [python, *WORKER_FLAGS, "-c", bootstrap, str(sitedir), str(to_worker_r), str(from_worker_w),
+                     *preload],
+                    cwd=self.scratch, env=worker_env(str(self.scratch), cuda), stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(to_worker_r, from_worker_w),
+                    start_new_session=True, preexec_fn=lambda: confine(plan, ruleset, prepared))
+        except (OSError, subprocess.SubprocessError, ForkServerDown) as exc:
             for fd in (to_worker_r, to_worker_w, from_worker_r, from_worker_w):
                 os.close(fd)
-            who = f" as user {identity[2]}, who must be able to run {python} and read {PACKAGE_DIR}" if identity else ""
-            if drop_caps is not None:
+            if isinstance(exc, ForkServerDown):
+                raise
+            who = f" as user {self.identity[2]}, who must be able to run {python} and read {PACKAGE_DIR}" \
+                if self.identity else ""
+            if plan.drop_caps:
                 who = " as root without capabilities (set LMGRADE_WORKER_USER to an unprivileged user instead)"
             raise WorkerFailure("unavailable", f"the worker process could not start{who}: {exc}") from None
         finally:
@@ -248,7 +201,7 @@ class Sandbox:
         os.close(from_worker_w)
         fcntl.fcntl(to_worker_w, fcntl.F_SETFL, fcntl.fcntl(to_worker_w, fcntl.F_GETFL) | os.O_NONBLOCK)
         self._channel = PipeChannel(to_worker_w, from_worker_r, self.proc)
-        if drop_caps is not None and capabilities(self.proc.pid) not in (None, 0):
+        if plan.drop_caps and capabilities(self.proc.pid) not in (None, 0):
             self._kill()
             raise WorkerFailure("unavailable", "the worker kept root's capabilities; set LMGRADE_WORKER_USER "
                                 "to an unprivileged user")
@@ -256,6 +209,9 @@ class Sandbox:
     def _spawn_portable(self) -> None:
         """Windows (and platforms without fcntl): the worker talks over its stdin and stdout."""
         python = self.limits.worker_python or sys.executable
+        if self.sitedir is None:
+            self.sitedir = Path(tempfile.mkdtemp(prefix="lmgrade-site-"))
+            copy_engine(self.sitedir, readable_by_all=False)
         bootstrap = ("import os, sys; sys.path.insert(0, sys.argv[1]); r, w = os.dup(0), os.dup(1)\n"
                      "if sys.platform == 'win32':\n import msvcrt; msvcrt.setmode(r, os.O_BINARY); msvcrt.setmode(w, os.O_BINARY)\n"
                      "from autograder.sandbox.worker import main; main([sys.argv[1], str(r), str(w), *sys.argv[2:]])")
@@ -263,22 +219,11 @@ class Sandbox:
         try:
             self.proc = subprocess.Popen(
                 [python, *WORKER_FLAGS, "-c", bootstrap, str(self.sitedir), *(["torch"] if self.import_torch else [])],
-                cwd=self.scratch, env=self._env(False), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                cwd=self.scratch, env=worker_env(str(self.scratch), False), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, bufsize=0, **({"creationflags": flags} if flags else {}))
         except (OSError, subprocess.SubprocessError) as exc:
             raise WorkerFailure("unavailable", f"the worker process could not start: {exc}") from None
         self._channel = ThreadChannel(self.proc)
-
-    def _env(self, cuda: bool) -> dict:
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self.scratch), "TMPDIR": str(self.scratch),
-               "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
-               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-        if sys.platform == "win32":  # Python needs these to start there
-            env.update({k: os.environ[k] for k in ("SYSTEMROOT", "PATH") if k in os.environ},
-                       TEMP=str(self.scratch), TMP=str(self.scratch), USERPROFILE=str(self.scratch))
-        if cuda and "CUDA_VISIBLE_DEVICES" in os.environ:
-            env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
-        return env
 
     def _kill(self) -> None:
         if self.proc is None:

@@ -5,7 +5,7 @@ torch, or lie in `__eq__`. Here it can do all of that and the grader only ever r
 data (see `wire.py`); scores are computed elsewhere. This module must not import anything that
 holds reference solutions or hidden checks.
 
-Run as `python -m autograder.sandbox.worker READ_FD WRITE_FD` by `sandbox.py`.
+Started by `lifecycle.py`: forked by `forkserver.py`, or with exec; either way `main` serves the grader.
 """
 from __future__ import annotations
 
@@ -262,7 +262,7 @@ class Worker:
         import torch
         from torch.overrides import TorchFunctionMode, resolve_name
 
-        _settle_meta_kernels(torch)
+        settle_meta_kernels(torch)
         dtype = getattr(torch, msg.get("dtype", "float32"))
         keep_data = bool(msg.get("keep_data"))  # inputs stay on the CPU; what is made without device= lands on meta
         device = "cpu" if keep_data else "meta"
@@ -340,17 +340,18 @@ class Worker:
             self.send(*self.handle(msg, arrays))
 
 
-def _settle_meta_kernels(torch) -> None:
+def settle_meta_kernels(torch) -> None:
     """Load PyTorch's meta kernels and resolve their lazy `torch._dynamo.disable` wrappers at once.
 
     Why: each Python meta kernel is wrapped so that its first call imports `torch._dynamo` (and
     sympy), 0.7 s of a question's public checks on a 2-core machine, only to mark the kernel "never
     traced". Graded code may not call `torch.compile` (policy.py), so nothing in a worker is traced
-    and a kernel is its own disabled form. Runs before the first meta call, in grader code only.
+    and a kernel is its own disabled form. Runs before the first meta call, in grader code only (in
+    the fork server, before any worker is forked).
     """
     import gc
 
-    if getattr(_settle_meta_kernels, "done", False):
+    if getattr(settle_meta_kernels, "done", False):
         return
     torch.empty(0, device="meta")  # imports torch._meta_registrations and its decompositions
     for obj in gc.get_objects():
@@ -358,7 +359,7 @@ def _settle_meta_kernels(torch) -> None:
             wrapped = obj.__closure__[obj.__code__.co_freevars.index("fn")].cell_contents
             if getattr(wrapped, "__dynamo_disable", None) is None:
                 setattr(wrapped, "__dynamo_disable", wrapped)
-    _settle_meta_kernels.done = True
+    settle_meta_kernels.done = True
 
 
 def _tensors(value) -> list:

@@ -1,0 +1,144 @@
+"""What a new worker starts with (interpreter flags, environment) and the steps it takes on itself,
+in order, before it runs anything of the student's.
+
+Why a file of its own: the same steps run in two places, and must never differ. A worker started
+with exec runs them in the forked child before exec (`subprocess`'s preexec_fn, in the grader's
+fork); a worker forked from the fork server (forkserver.py) runs them right after its fork, in the
+server's process. The grader decides everything (`Plan`, plain values the server can receive
+as JSON); the child only applies it. What each step gives is said in lifecycle.py's docstring.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from dataclasses import dataclass
+
+from autograder.sandbox.capabilities import CapDrop
+from autograder.sandbox.landlock import PathBeneathAttr, landlock_allow_beneath, landlock_fs_rights, landlock_restrict
+from autograder.sandbox.linux import LIBC, PR_SET_NO_NEW_PRIVS, check, resource
+from autograder.sandbox.namespaces import (CLONE_NEWNET, CLONE_NEWNS, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC,
+                                           new_session_keyring, own_user_namespace)
+
+# Isolated like -I (no user site-packages, no script directory on sys.path) but without -E, so that
+# the environment `worker_env` builds, which holds nothing else, applies: -I would ignore PYTHONHASHSEED
+# and give every worker a new set order, and a submission that iterates a set of strings a new score.
+WORKER_FLAGS = ("-s", "-P")
+
+
+def worker_env(home: str, cuda: bool) -> dict:
+    """The whole environment of a worker (and of the fork server, whose children get it again)."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home,
+           "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
+           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    if sys.platform == "win32":  # Python needs these to start there
+        env.update({k: os.environ[k] for k in ("SYSTEMROOT", "PATH") if k in os.environ},
+                   TEMP=home, TMP=home, USERPROFILE=home)
+    if cuda and "CUDA_VISIBLE_DEVICES" in os.environ:
+        env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
+    return env
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one worker applies to itself, as the grader computed it."""
+
+    scratch: str  # its scratch folder (a bounded tmpfs of its own where it gets a mount namespace)
+    scratch_options: str  # that tmpfs's mount options
+    root: bool  # the grader is root
+    netns: bool  # as root: a fresh network namespace first (it needs root's rights)
+    isolate_network: bool  # a fresh network namespace wherever its own user namespace allows one
+    cgroup_procs: str | None  # as root: the pids cgroup to join
+    memory_bytes: int | None  # RLIMIT_AS (None on CUDA: the runtime reserves far more than it uses)
+    cpu_seconds: int
+    file_bytes: int
+    nproc: int | None  # RLIMIT_NPROC before its own user namespace, where the uid is not root
+    process_margin: int  # RLIMIT_NPROC inside its own user namespace
+    identity: tuple[int, int] | None  # (uid, gid) to become, as root with a worker user
+    ids: tuple[int, int]  # the (uid, gid) it ends up with
+    drop_caps: bool  # uid 0 stays: drop every capability
+    landlock: bool  # a Landlock ruleset is handed over with the plan
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "Plan":
+        doc = dict(doc)
+        for key in ("identity", "ids"):
+            doc[key] = tuple(doc[key]) if doc[key] is not None else None
+        return cls(**doc)
+
+
+class Prepared:
+    """The C structures the steps fill in, made before the fork (a forked child of a threaded
+    process should not allocate; in the fork server's child it does not matter)."""
+
+    def __init__(self, plan: Plan):
+        self.caps = CapDrop() if LIBC is not None else None
+        self.scratch_rule = PathBeneathAttr(landlock_fs_rights(), -1) if plan.landlock else None
+
+
+def confine(plan: Plan, ruleset: int | None, prepared: Prepared) -> None:
+    """Apply `plan` to this process; the order matters. `ruleset` is the Landlock ruleset's fd."""
+    scratch = os.fsencode(plan.scratch)
+
+    def private_mounts() -> None:
+        """Its own mount namespace (best effort): a private /dev/shm, and a scratch that is a
+        bounded tmpfs no other worker sees; both vanish with the worker."""
+        try:
+            check(LIBC.unshare(CLONE_NEWNS))
+            check(LIBC.mount(b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None))
+            check(LIBC.mount(b"tmpfs", b"/dev/shm", b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC),
+                             b"mode=1777,size=67108864"))
+            check(LIBC.mount(b"tmpfs", scratch, b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV),
+                             plan.scratch_options.encode()))
+            os.chdir(scratch)
+            if ruleset is not None:
+                landlock_allow_beneath(ruleset, scratch, prepared.scratch_rule)
+        except OSError:
+            pass
+
+    if plan.netns:  # needs root, so before dropping the user; a container may forbid it
+        try:
+            check(LIBC.unshare(CLONE_NEWNET))
+        except OSError:
+            pass
+    if plan.root and LIBC is not None:
+        private_mounts()
+    if plan.cgroup_procs is not None:  # its process bound, as root (best effort)
+        try:
+            fd = os.open(plan.cgroup_procs, os.O_WRONLY)
+            os.write(fd, b"%d" % os.getpid())
+            os.close(fd)
+        except OSError:
+            pass
+    if resource is not None:
+        if plan.memory_bytes is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (plan.memory_bytes, plan.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_CPU, (plan.cpu_seconds, plan.cpu_seconds + 5))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (plan.file_bytes, plan.file_bytes))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if plan.nproc is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (plan.nproc, plan.nproc))
+    if plan.identity:
+        os.setgroups([])
+        os.setgid(plan.identity[1])
+        os.setuid(plan.identity[0])
+    if own_user_namespace(plan.ids):  # its own process count and keyrings; the grader finds all its tasks
+        if resource is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (plan.process_margin, plan.process_margin))
+        if not plan.root:  # a user without root: the namespace gives the rights for the rest
+            if plan.isolate_network:
+                try:
+                    check(LIBC.unshare(CLONE_NEWNET))
+                except OSError:
+                    pass
+            private_mounts()
+        if not plan.drop_caps and prepared.caps is not None:  # what a new user namespace grants, dropped
+            prepared.caps.apply()
+    if plan.drop_caps:
+        prepared.caps.apply()
+    new_session_keyring()
+    if LIBC is not None:  # no setuid binary or file capability ever raises its privileges
+        check(LIBC.prctl(ctypes.c_int(PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0),
+                         ctypes.c_ulong(0), ctypes.c_ulong(0)))
+    if ruleset is not None:
+        landlock_restrict(ruleset)
