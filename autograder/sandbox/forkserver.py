@@ -48,6 +48,7 @@ AVAILABLE = LIBC is not None and HAVE_PROC and hasattr(socket, "send_fds")
 
 _servers: dict[tuple, "ForkServer"] = {}
 _failures: dict[tuple, int] = {}  # servers that died or stopped answering, per key
+_stopped_sites: list[Path] = []  # engine copies of stopped servers: their workers may still import from them
 
 
 class ForkServerDown(Exception):
@@ -112,9 +113,14 @@ def failed(broken: "ForkServer") -> None:
 
 @atexit.register
 def stop_all() -> None:
+    """Stop every server and remove the engine copies (at exit: no worker of this process is left)."""
+    from autograder.sandbox.files import remove_tree
+
     for server in list(_servers.values()):
         server.stop()
     _servers.clear()
+    while _stopped_sites:
+        remove_tree(_stopped_sites.pop())
 
 
 class ForkServer:
@@ -138,6 +144,7 @@ class ForkServer:
                 preexec_fn=_die_with_parent)
         except (OSError, subprocess.SubprocessError) as exc:
             self.proc = None
+            self.stop()
             raise ForkServerDown(str(exc)) from None
         finally:
             theirs.close()
@@ -151,8 +158,11 @@ class ForkServer:
             socket.send_fds(self.sock, [json.dumps({"plan": asdict(plan), "env": env}).encode()], fds)
         except OSError as exc:
             raise ForkServerDown(str(exc)) from None
-        ready, _, _ = select.select([self.sock], [], [], _ANSWER if self.answered else _FIRST_ANSWER)
-        data = self.sock.recv(1 << 16) if ready else b""
+        try:
+            ready, _, _ = select.select([self.sock], [], [], _ANSWER if self.answered else _FIRST_ANSWER)
+            data = self.sock.recv(1 << 16) if ready else b""
+        except OSError as exc:  # it died (ECONNRESET)
+            raise ForkServerDown(str(exc)) from None
         if not data:
             raise ForkServerDown("no answer")
         self.answered = True
@@ -174,12 +184,12 @@ class ForkServer:
         raise OSError(reply.get("error") or "the worker could not be forked")
 
     def stop(self) -> None:
+        """Kill the server; its engine copy stays until exit (`stop_all`), for workers it forked."""
         self.sock.close()
         if self.proc is not None:
             self.proc.kill()
             self.proc.wait()
-        from autograder.sandbox.files import remove_tree
-        remove_tree(self.sitedir)
+        _stopped_sites.append(self.sitedir)
 
 
 def _die_with_parent() -> None:
@@ -197,7 +207,7 @@ def serve(argv: list[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     LIBC.prctl(ctypes.c_int(PR_SET_DUMPABLE), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0),
                ctypes.c_ulong(0))
-    from autograder.sandbox import worker
+    from autograder.sandbox import support, worker  # noqa: F401 - every worker loads them
     if "torch" in preload:
         import torch
         worker.settle_meta_kernels(torch)
