@@ -195,7 +195,71 @@ def test_the_staff_solution_and_the_starter_are_clean():
             assert tainted_names(extract.read_submission(path).cells, assignment.forbidden) == {}, path
 
 
-def test_aten_names_of_the_builtin_kernels_are_banned():
+def public_torch_routines() -> set[str]:
+    """Every public name torch offers where a student would look (modules left out: a module is not a routine)."""
+    import importlib
+    import inspect
+
     import torch
-    aten = {n for n in dir(torch.ops.aten) if "attention" in n and not n.endswith("_backward") or "multi_head" in n}
-    assert aten <= BANNED, sorted(aten - BANNED)
+    names = {str(n) for n in dir(torch.ops.aten)}
+    for where in ("torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.nn.utils", "torch.linalg",
+                  "torch.optim", "torch.optim.lr_scheduler", "torch.nn.attention", "torch.nn.attention.flex_attention",
+                  "torch.nn.attention.bias", "torch.nn.modules", "torch.nn.utils.rnn"):
+        module = importlib.import_module(where)
+        names |= {n for n in dir(module) if not inspect.ismodule(getattr(module, n, None))}
+    return {n for n in names if not n.startswith("_")}
+
+
+# what each assignment asks students to write, as the words torch's names for it contain (lower case)
+FAMILIES = {
+    "attention": ("attention", "attn", "transformer"),
+    "rnn_lm": ("lstm", "gru", "rnn"),
+    "transformer": ("attention", "attn", "transformer", "layer_norm", "layernorm", "rms_norm", "rmsnorm",
+                    "group_norm", "groupnorm", "instance_norm", "instancenorm", "batch_norm", "batchnorm",
+                    "local_response_norm", "localresponsenorm", "adam", "clip_grad", "total_norm"),
+}
+HELPERS = {  # routines students may call in these assignments: never banned
+    "attention": ("softmax", "log_softmax", "masked_fill", "tril", "triu", "einsum", "bmm", "baddbmm", "linear",
+                  "matmul", "dropout", "where"),
+    "rnn_lm": ("pad_sequence", "pack_padded_sequence", "embedding", "linear", "tanh", "sigmoid", "cross_entropy",
+               "log_softmax", "clip", "topk"),
+    "transformer": ("norm", "vector_norm", "matrix_norm", "normalize", "softmax", "tril", "masked_fill", "gelu", "silu",
+                    "embedding", "cross_entropy", "rsqrt", "var_mean", "multinomial", "topk", "cumsum", "clip", "clamp"),
+}
+
+
+@pytest.mark.parametrize("assignment_id", sorted(FAMILIES))
+def test_every_public_torch_name_of_a_banned_routine_is_banned(assignment_id):
+    """A family, not a list of spellings: `group_norm` with one group is a layer norm, `varlen_attn` an
+    attention, `quantized_lstm_cell` an LSTM cell, whatever new name torch gives them next."""
+    from autograder.sandbox.forbidden import Banned
+    banned = Banned(assignments.get(assignment_id).forbidden)
+    names = public_torch_routines()
+    family = {n for n in names if any(word in n.lower() for word in FAMILIES[assignment_id])}
+    missed = sorted(n for n in family if not banned.routine(n))
+    assert len(family) > 10 and missed == [], missed
+    assert [n for n in HELPERS[assignment_id] if banned.routine(n)] == []
+    assert all(n in names for n in HELPERS[assignment_id] if n not in ("pad_sequence", "pack_padded_sequence"))
+
+
+def test_a_layer_norm_through_group_norm_or_instance_norm_is_banned_in_transformer():
+    transformer = assignments.get("transformer")
+    found = tainted(
+        "import torch\nimport torch.nn.functional as F\n"
+        "def layer_norm_by_groups(x, eps=1e-5):\n    d = x.shape[-1]\n"
+        "    return F.group_norm(x.reshape(-1, d, 1), 1, eps=eps).reshape(x.shape)\n"
+        "def layer_norm_by_instances(x):\n    return F.instance_norm(x.reshape(-1, 1, x.shape[-1])).reshape(x.shape)\n"
+        "def layer_norm_by_aten(x, w, b):\n    return torch.ops.aten.native_group_norm(x, w, b, 1, x.shape[-1], 1, 1, 1e-5)[0]\n"
+        "def rms(x):\n    return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True) * x.shape[-1] ** 0.5\n",
+        assignment=transformer)
+    assert {name: [u.api for u in uses] for name, uses in found.items()} == {
+        "layer_norm_by_groups": ["group_norm"], "layer_norm_by_instances": ["instance_norm"],
+        "layer_norm_by_aten": ["native_group_norm"]}
+
+
+def test_a_family_leaves_the_module_of_a_helper_alone():
+    """`rnn` is a module (torch.nn.utils.rnn), not a recurrent layer: its pad_sequence stays allowed."""
+    found = tainted("from torch.nn.utils.rnn import pad_sequence\nimport torch.nn.utils.rnn as rnn_utils\n"
+                    "def batch(xs):\n    return pad_sequence(xs), rnn_utils.pack_sequence(xs, enforce_sorted=False)\n",
+                    assignment=RNN_LM)
+    assert found == {}

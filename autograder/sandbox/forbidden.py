@@ -16,6 +16,8 @@ refers to a tainted name or is changed by a tainted function (`spread`).
 from __future__ import annotations
 
 import ast
+import fnmatch
+import re
 from dataclasses import dataclass, field
 
 from autograder.sandbox.extract import Cell
@@ -274,30 +276,61 @@ def label(node: ast.AST) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def banned_uses(program: Program, stmt: ast.stmt, cell: int, banned: set[str]) -> list[Use]:
+class Banned:
+    """An assignment's `forbidden` list: exact names, and families written as glob patterns.
+
+    Why patterns: a routine has more spellings than a list can hold (torch computes a layer norm
+    as `layer_norm`, `native_layer_norm`, and `group_norm` with one group or `instance_norm` on a
+    reshaped input), so an assignment bans the family (`*group_norm*`, `*GroupNorm*`). An exact name
+    matches any part of an import path (`lr_scheduler` in `torch.optim.lr_scheduler.StepLR`); a
+    pattern matches the routine's own name, the last part, so a family never bans the module a
+    legitimate helper lives in (`*_rnn*` leaves `torch.nn.utils.rnn.pad_sequence` alone).
+    """
+
+    def __init__(self, names):
+        names = set(names)
+        patterns = sorted(n for n in names if any(c in n for c in "*?["))
+        self.exact = names - set(patterns)
+        self.family = re.compile("|".join(fnmatch.translate(p) for p in patterns)) if patterns else None
+
+    def __bool__(self) -> bool:
+        return bool(self.exact) or self.family is not None
+
+    def routine(self, name: str) -> bool:
+        """A banned routine's own name (the last part of a path)."""
+        return name in self.exact or (self.family is not None and self.family.match(name) is not None)
+
+    def in_path(self, path: str) -> list[str]:
+        """The banned parts of an import path."""
+        parts = path.split(".")
+        return [p for p in parts[:-1] if p in self.exact] + ([parts[-1]] if self.routine(parts[-1]) else [])
+
+
+def banned_uses(program: Program, stmt: ast.stmt, cell: int, banned: Banned) -> list[Use]:
     """Where `stmt` reaches a banned routine: an import of it, or a name or attribute chain resolving to it."""
     found = []
     for node in ast.walk(stmt):
         line = getattr(node, "lineno", stmt.lineno)
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            found += [Use(part, cell, line) for _, path in import_paths(node)
-                      for part in path.split(".") if part in banned]
+            found += [Use(part, cell, line) for _, path in import_paths(node) for part in banned.in_path(path)]
         elif isinstance(node, (ast.Name, ast.Attribute, ast.Call)) and not (
                 isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load)):
             for path in sorted(program.paths(node)):
                 last = path.rsplit(".", 1)[-1]
-                if last in banned:
+                if banned.routine(last):
                     written = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
                     found.append(Use(last, cell, line, "" if written == last else f"`{label(node)}` is `{path}`"))
     return found
 
 
-def tainted_names(cells: list[Cell], banned: set[str]) -> dict[str, list[Use]]:
-    """Top-level name -> the banned uses it reaches, directly or through other top-level names."""
+def tainted_names(cells: list[Cell], banned) -> dict[str, list[Use]]:
+    """Top-level name -> the banned uses it reaches, directly or through other top-level names.
+    `banned`: names and glob patterns (see `Banned`)."""
+    banned = banned if isinstance(banned, Banned) else Banned(banned)
     if not banned:
         return {}
     program = Program.of(cells)
-    uses_of = [banned_uses(program, stmt, cell, set(banned)) for cell, stmt in program.stmts]
+    uses_of = [banned_uses(program, stmt, cell, banned) for cell, stmt in program.stmts]
     return spread(program, uses_of)
 
 
