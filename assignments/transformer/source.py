@@ -16,9 +16,11 @@
 # | Q8 | `DecoderBlock`, `Seq2Seq`, `greedy_decode`, `train_seq2seq` | encoder–decoder with cross-attention |
 #
 # **Rules.** Write every piece yourself. Built-in attention (`F.scaled_dot_product_attention`,
-# `nn.MultiheadAttention`, `nn.Transformer*`), built-in normalization (`nn.LayerNorm`,
-# `nn.RMSNorm`, `F.layer_norm`, `F.rms_norm`), `torch.optim.Adam`/`AdamW`, `torch.optim.lr_scheduler`
-# and `clip_grad_norm_` are not allowed in graded cells: the grader detects them (by any spelling)
+# `nn.MultiheadAttention`, `nn.Transformer*`), every built-in normalization layer (`nn.LayerNorm`,
+# `nn.RMSNorm`, `F.layer_norm`, `F.rms_norm`, and also `F.group_norm`, `F.instance_norm`,
+# `F.batch_norm` and their modules, which compute a layer norm on a reshaped input),
+# `torch.optim.Adam`/`AdamW`, `torch.optim.lr_scheduler` and `clip_grad_norm_` are not allowed in
+# graded cells: the grader detects them (by any spelling and under any of torch's names)
 # and withholds the points of every check that grades code reaching them. Getting round the ban is
 # treated as not attempting the question. Everything else is fine: `nn.Linear`, `nn.Embedding`,
 # `F.gelu`, `F.silu`, `F.cross_entropy`, `torch.softmax`, autograd.
