@@ -10,6 +10,13 @@ reference at the grader's seed. Each training run is single-threaded, as in the 
 The last row trains on the test plays themselves, which no honest run can: the grader flags a
 perplexity below FLOOR_RATIO times the reference as having seen the test text.
 
+Provenance: a submission trains from init_params(seed) with a secret seed, and its E, W and U must keep
+START_LEAST (each) and START_MEAN (on average) of the correlation with that start which the
+reference's run at the grader's seed keeps. A second table prints, per row and seed, the least and
+the mean share kept; then weights trained from another seed (pasted), blends of them with the start
+(one factor for all matrices, and the cheapest passing one of a search with a factor per matrix),
+and the start moved by the pasted run's update, each with its perplexity.
+
 Run: .venv/bin/python bench/backprop_thresholds.py   (about five minutes; --cheat-only: the last row)
 """
 import os
@@ -18,6 +25,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: as in the wo
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
+import itertools  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -27,6 +35,8 @@ sys.path.insert(0, str(ROOT))
 
 
 from reference_variants import modules  # noqa: E402 - bench/ is on sys.path when run as a script
+
+from autograder.checking.provenance import start_shares  # noqa: E402
 
 ref, hidden, variant = modules("backprop")
 
@@ -52,18 +62,64 @@ VARIANTS = {
 }
 
 
-def perplexity(module, seed: int, on_test: bool = False, **overrides) -> float:
-    """Test perplexity after training on the training plays (or, a cheat, on the test plays themselves)."""
+SHARES: dict = {}  # (row, seed) -> the shares of the start kept, filled by `perplexity`
+PROFILE: dict = {}  # the reference run's start profile at the grader's seed, set by `main`
+
+
+def start_of(module, seed: int) -> dict:
+    s = hidden.TRAIN_SETTINGS
+    return module.init_params(hidden.VOCAB_SIZE, s["dim"], s["hidden"], s["context"], seed)
+
+
+def perplexity(module, seed: int, on_test: bool = False, row: str = "", **overrides) -> float:
+    """Test perplexity after training on the training plays (or, a cheat, on the test plays themselves);
+    the shares of its start the run kept go to SHARES[(row, seed)]."""
     train, test = hidden.shakespeare_ids()
     params, _ = module.train_ffnn(test if on_test else train, hidden.VOCAB_SIZE,
                                   **{**hidden.TRAIN_SETTINGS, "seed": seed, **overrides})
+    if row:
+        SHARES[(row, seed)] = start_shares(start_of(module, seed), params, PROFILE)
     return hidden.heldout_perplexity(ref, params, test, hidden.TRAIN_SETTINGS["context"])
 
 
+def provenance_table(seeds: list[int], base: float) -> None:
+    print(f"\nshare of the start kept (least / mean over E, W, U); pass: each >= {hidden.START_LEAST}, "
+          f"mean >= {hidden.START_MEAN}")
+    for row in dict.fromkeys(r for r, _ in SHARES):
+        cells = [SHARES[(row, s)] for s in seeds if (row, s) in SHARES]
+        print(f"{row:40s}" + "".join(f"  {min(c.values()):.2f}/{sum(c.values()) / len(c):.2f}" for c in cells))
+    train, test = hidden.shakespeare_ids()
+    start = start_of(ref, seeds[0])  # the grader's start for this submission; the pasted run had another
+    pasted, _ = ref.train_ffnn(train, hidden.VOCAB_SIZE, **{**hidden.TRAIN_SETTINGS, "seed": seeds[1]})
+    own_start = start_of(ref, seeds[1])
+
+    def row(label: str, weights: dict) -> tuple[bool, float]:
+        kept = start_shares(start, weights, PROFILE)
+        least, mean = min(kept.values()), sum(kept.values()) / len(kept)
+        ppl = hidden.heldout_perplexity(ref, weights, test, hidden.TRAIN_SETTINGS["context"]) / base
+        if label:
+            print(f"{label:40s}  {least:.2f}/{mean:.2f}   perplexity ratio {ppl:.3f}")
+        return least >= hidden.START_LEAST and mean >= hidden.START_MEAN, ppl
+
+    for beta in (0.0, 1.0, 2.0, 4.0):  # pasted weights plus beta times the start
+        row(f"pasted + {beta:g} x the start", {k: pasted[k] + beta * start[k] for k in pasted})
+    row("start + the pasted run's update", {k: start[k] + pasted[k] - own_start[k] for k in pasted})
+    cheapest = None  # the blend that passes the start's test at the lowest perplexity, one beta per matrix
+    for betas in itertools.product((1.0, 1.5, 2.0, 2.5), repeat=3):
+        beta = dict(zip(("E", "W", "U"), betas), b=0.0, b2=0.0)
+        passes, ppl = row("", {k: pasted[k] + beta[k] * start[k] for k in pasted})
+        if passes and (cheapest is None or ppl < cheapest[0]):
+            cheapest = (ppl, betas)
+    print(f"cheapest blend that passes the start's test: betas (E, W, U) = {cheapest[1]}, perplexity ratio "
+          f"{cheapest[0]:.3f}" if cheapest else "no blend passes the start's test")
+
+
 def main():
+    global PROFILE
     seed = hidden.TRAIN_SETTINGS["seed"]
     start = time.process_time()
-    base = perplexity(ref, seed)
+    run = hidden.train_and_score(ref)
+    base, PROFILE = run["perplexity"], run["start"]
     took = time.process_time() - start
     print(f"reference, grader's seed {seed}: test perplexity {base:.2f} (threshold x{1 + hidden.PPL_MARGIN:.2f} = "
           f"{base * (1 + hidden.PPL_MARGIN):.2f}); one training + scoring run: {took:.1f} s CPU")
@@ -75,12 +131,13 @@ def main():
     if "--cheat-only" in sys.argv:
         rows = {}
     for name, (module, overrides) in rows.items():
-        ratios = [perplexity(module, s, **overrides) / base for s in seeds]
+        ratios = [perplexity(module, s, row=name, **overrides) / base for s in seeds]
         print(f"{name:40s}" + "".join(f"{r:8.3f}" for r in ratios) + f"{max(ratios):8.3f}", flush=True)
     ratios = [perplexity(ref, s, on_test=True) / base for s in seeds]
     print(f"{'cheat: trained on the test plays':40s}" + "".join(f"{r:8.3f}" for r in ratios) + f"{max(ratios):8.3f}")
     print(f"(ratios to the reference at the grader's seed; pass when <= 1 + PPL_MARGIN = {1 + hidden.PPL_MARGIN:.2f} "
           f"and >= FLOOR_RATIO = {hidden.FLOOR_RATIO:.2f}, below which the model has seen the test plays)")
+    provenance_table(seeds, base)
 
 
 if __name__ == "__main__":

@@ -314,6 +314,86 @@ def test_transformer_correct_variant_trained_from_the_start_passes(short_transfo
         assert error is None, (check, error)
 
 
+# ---- backprop Q6 --------------------------------------------------------------------------------
+BACKPROP = assignments.get("backprop")
+BACKPROP_CORRECT = [  # batches as epochs of shuffled positions; init drawn W before E (bench/backprop_thresholds.py)
+    ("    rng = np.random.default_rng(seed + 1)\n",
+     "    rng = np.random.default_rng(seed + 1)\n    order, at = rng.permutation(len(targets)), 0\n"),
+    ("        batch = rng.integers(0, len(targets), size=batch_size)\n",
+     "        if at + batch_size > len(order):\n            order, at = rng.permutation(len(targets)), 0\n"
+     "        batch, at = order[at:at + batch_size], at + batch_size\n"),
+    ('        "E": rng.normal(0.0, 0.1, size=(vocab_size, dim)),\n'
+     '        "W": rng.uniform(-1.0, 1.0, size=(hidden, context * dim)) / np.sqrt(context * dim),\n',
+     '        "W": rng.uniform(-1.0, 1.0, size=(hidden, context * dim)) / np.sqrt(context * dim),\n'
+     '        "E": rng.normal(0.0, 0.1, size=(vocab_size, dim)),\n'),
+]
+
+
+@pytest.fixture
+def short_backprop(monkeypatch):
+    """backprop's Q6 run shortened to SHORT steps (the Shakespeare ids cached first), with perplexity bounds
+    that any model meets: 30 SGD steps are noisy (the margins are measured over full runs by the bench),
+    and what is tested here is the start's checks, which come last."""
+    names = check_fn(BACKPROP, "shakespeare_ffnn").__globals__
+    names["shakespeare_ids"]()
+    monkeypatch.setitem(names, "TRAIN_SETTINGS", dict(names["TRAIN_SETTINGS"], steps=SHORT))
+    monkeypatch.setitem(names, "PPL_MARGIN", 1e9)
+    monkeypatch.setitem(names, "FLOOR_RATIO", 0.0)
+    return names
+
+
+def backprop_results(names) -> dict:
+    """Cached reference results for the shortened run: the start profile of the reference's own short run."""
+    run = names["train_and_score"](BACKPROP.reference())
+    return {"ffnn-shakespeare": run["perplexity"], "ffnn-start": run["start"]}
+
+
+def backprop_attack(names, kind: str):
+    """A train_ffnn that returns parameters trained from a start of its own (honest on the small exact-step
+    streams); with "a pasted start", init_params also returns that start, barely changed by the seed."""
+    import numpy as np
+    submission, ref = staff_module("backprop"), BACKPROP.reference()
+    s, V = names["TRAIN_SETTINGS"], names["VOCAB_SIZE"]
+    train = names["shakespeare_ids"]()[0]
+    home = dict(s, seed=12345)
+    start = ref.init_params(V, s["dim"], s["hidden"], s["context"], home["seed"])
+    pasted = start if kind == "a fresh start" else ref.train_ffnn(train, V, **home)[0]
+    honest_train, honest_init = submission.train_ffnn, submission.init_params
+
+    def train_ffnn(ids, vocab_size, **settings):
+        if len(ids) < 10_000:
+            return honest_train(ids, vocab_size, **settings)
+        return {k: v.copy() for k, v in pasted.items()}, [1.0] * settings["steps"]
+
+    def init_params(vocab_size, dim, hidden, context=2, seed=0):
+        if vocab_size != V:
+            return honest_init(vocab_size, dim, hidden, context, seed)
+        rng = np.random.default_rng(seed)
+        return {k: v + 1e-3 * rng.standard_normal(v.shape) for k, v in start.items()}
+
+    submission.train_ffnn = train_ffnn
+    if kind == "a pasted start":
+        submission.init_params = init_params
+    return submission
+
+
+@pytest.mark.parametrize("kind", ["trained elsewhere", "a fresh start", "a pasted start"])
+def test_backprop_pasted_weights_earn_nothing(short_backprop, kind):
+    submission = backprop_attack(short_backprop, kind)
+    error, _ = run_check_recording("backprop", submission, "shakespeare_ffnn", backprop_results(short_backprop))
+    assert isinstance(error, CheckFailed), error
+    expected = "fresh for each seed" if kind == "a pasted start" else "do not descend"
+    assert expected in str(error), error
+
+
+def test_backprop_correct_variant_trained_from_the_start_passes(short_backprop):
+    """The variant draws its start (W before E) and its batches (shuffled epochs) its own way."""
+    from autograder.authoring import build
+    submission = build.module_from_text("lmgrade_test_backprop_variant", edited_solution("backprop", BACKPROP_CORRECT))
+    error, _ = run_check_recording("backprop", submission, "shakespeare_ffnn", backprop_results(short_backprop))
+    assert error is None, error
+
+
 # ---- caches that must change the answer ---------------------------------------------------------
 KV = {"cache_step", "cache_growth", "generate_greedy", "generate_sampling"}
 

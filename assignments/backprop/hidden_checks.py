@@ -26,6 +26,7 @@ from autograder.checking.checks import check
 from autograder.checking.compare import as_array, as_bool, assert_close, assert_finite, assert_shape, parts
 from autograder.checking.gradients import assert_gradient, finite_difference
 from autograder.checking.perplexity import assert_perplexity
+from autograder.checking.provenance import assert_descends, start_correlations, start_profile
 from autograder.checking.purity import call_pure, call_twice
 from autograder.checking.reference_results import reference_result
 from autograder.errors import CheckFailed
@@ -38,10 +39,19 @@ FD_TOL = dict(rtol=1e-5, atol=1e-8)  # finite differences with eps 1e-6 in float
 # gradient is ~1e-5 away (measured on SmoothFunction: 1.2e-5 to 3.1e-5 relative).
 SAME_STEP_TOL = {1e-6: dict(rtol=1e-7, atol=1e-8), 1e-3: dict(rtol=1e-9, atol=1e-11), 1e-2: dict(rtol=1e-9, atol=1e-11)}
 # Q6: the graded training run. About 10 s of one CPU core; the threshold is the reference's
-# perplexity with the same settings and seed plus PPL_MARGIN (bench/backprop_thresholds.py).
+# perplexity with the same settings and seed 2024 plus PPL_MARGIN (bench/backprop_thresholds.py);
+# a submission trains with its own secret seed, hence from its own start and batches.
 VOCAB_SIZE = 2000
 TRAIN_SETTINGS = dict(context=2, dim=32, hidden=64, lr=2.0, batch_size=128, steps=2000, seed=2024)
 PPL_MARGIN = 0.08
+# provenance (bench/backprop_thresholds.py): E, W and U must keep this share of the correlation with
+# init_params(seed) that the reference's threshold run keeps, each at least START_LEAST and START_MEAN
+# on average (correct runs from other seeds keep 0.98-1.02 of it, weights trained from another start
+# about 0, and blends of such weights with the start that keep enough cost 11% or more perplexity);
+# and init_params must draw fresh numbers for each seed, so that its start is unknown until then.
+# Tighter than rnn_lm's: the perplexity is judged first, so a buggy run (a tanh derivative of 1 - h
+# keeps 0.64-0.85) hears about its perplexity, never about its start.
+START_LEAST, START_MEAN = 0.8, 0.9
 # Below FLOOR_RATIO times the reference no honest run lands (correct variants: 0.99-1.04x) while a
 # model trained on the test plays themselves lands at 0.85-0.88x (bench/backprop_thresholds.py).
 FLOOR_RATIO = 0.93
@@ -847,14 +857,18 @@ def heldout_perplexity(ref, params: dict, ids: np.ndarray, context: int, every: 
     return math.exp(mean) if mean < 700 else math.inf
 
 
-def train_and_score(ref) -> float:
-    """The reference's training run with the grader's settings, scored on the test plays."""
+def train_and_score(ref) -> dict:
+    """The reference's training run with the grader's settings: its perplexity on the test plays,
+    and how much of its start each matrix keeps (`start_profile`)."""
     train, test = shakespeare_ids()
-    params, _ = ref.train_ffnn(train, VOCAB_SIZE, **TRAIN_SETTINGS)
-    return heldout_perplexity(ref, params, test, TRAIN_SETTINGS["context"])
+    s = TRAIN_SETTINGS
+    start = ref.init_params(VOCAB_SIZE, s["dim"], s["hidden"], s["context"], s["seed"])
+    params, _ = ref.train_ffnn(train, VOCAB_SIZE, **s)
+    return {"perplexity": heldout_perplexity(ref, params, test, s["context"]), "start": start_profile(start, params)}
 
 
-def reference_perplexity(ref) -> float:
+@lru_cache(maxsize=2)  # one training for both reference results
+def reference_run(ref) -> dict:
     """train_and_score in a child process with one BLAS thread, as the student's worker has.
 
     Why: threaded BLAS is slower on these small matrices (2-3x on a busy 2-core machine), and the
@@ -873,8 +887,11 @@ def reference_perplexity(ref) -> float:
         try:
             done = subprocess.run([sys.executable, __file__, ref.__file__], env=env, capture_output=True, text=True,
                                   timeout=900, check=True)
-            return float(json.loads(done.stdout.strip().splitlines()[-1]))
-        except (subprocess.SubprocessError, OSError, ValueError, IndexError) as exc:
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            return {"perplexity": float(result["perplexity"]),
+                    "start": {str(k): float(v) for k, v in result["start"].items()}}
+        except (subprocess.SubprocessError, OSError, ValueError, IndexError, KeyError, TypeError,
+                AttributeError) as exc:
             print(f"[lmgrade] backprop threshold: child process failed ({exc}); training in-process", file=sys.stderr)
     return train_and_score(ref)
 
@@ -896,37 +913,68 @@ def checked_params(value, what: str) -> dict:
 @reference_result("ffnn-shakespeare")
 def shakespeare_threshold_source(ref) -> float:
     """The reference's perplexity for Q6, computed (or read) before any worker starts."""
-    return reference_perplexity(ref)
+    return reference_run(ref)["perplexity"]
+
+
+@reference_result("ffnn-start")
+def shakespeare_start_source(ref) -> dict:
+    """How much of its start each matrix of the reference's Q6 run keeps (`start_profile`)."""
+    return reference_run(ref)["start"]
+
+
+def fresh_start(t, seed: int, what: str) -> dict:
+    """The student's init_params(seed), checked to be fresh draws: another secret seed gives parameters
+    that share nothing with it. Why: the start the trained weights must descend from is then unknown
+    until this call, so no weights made beforehand (a pasted or loaded model) can descend from it."""
+    s = TRAIN_SETTINGS
+    args = (VOCAB_SIZE, s["dim"], s["hidden"], s["context"])
+    start = checked_params(t.student.init_params(*args, seed), f"init_params{(*args, seed)}")
+    other_seed = t.secret_seed("second start", bits=31)
+    other = checked_params(t.student.init_params(*args, other_seed), f"init_params{(*args, other_seed)}")
+    for name, corr in start_correlations(start, other).items():
+        if abs(corr) > 6 / start[name].size ** 0.5:  # independent draws: noise of size 1/sqrt(entries)
+            raise CheckFailed(f"{what}: init_params{(*args, seed)} and init_params{(*args, other_seed)} give `{name}` "
+                              f"with a correlation of {corr:.3f}, where independent random draws give about 0: draw "
+                              "every parameter from np.random.default_rng(seed), fresh for each seed. Only weights "
+                              "your train_ffnn trains from that start earn these points.")
+    return start
 
 
 @check(6, 4, "train_ffnn on Shakespeare: held-out perplexity on unseen plays", timeout=180,
        uses=("train_ffnn", "context_windows"), needs=("init_params", "ffnn_loss_and_grads"),
        hint="each step: a random minibatch, ffnn_loss_and_grads, then p -= lr * grad for every parameter.")
 def shakespeare_ffnn(t):
+    """The run starts from init_params(seed) with a seed drawn from the grader's secret for this submission,
+    and its weights must descend from that start (`assert_descends`): weights trained elsewhere earn nothing."""
     train, test = shakespeare_ids()  # only `train` is sent; the test plays stay here
-    settings = ", ".join(f"{k}={v}" for k, v in TRAIN_SETTINGS.items())
-    what = f"train_ffnn(Shakespeare train ids ({len(train)},), {VOCAB_SIZE}, {settings})"
-    params, losses = parts(t.student.train_ffnn(t.student.put(train, "training ids"), VOCAB_SIZE, **TRAIN_SETTINGS),
-                           2, what)
+    settings = {**TRAIN_SETTINGS, "seed": t.secret_seed("training seed", bits=31)}
+    what = (f"train_ffnn(Shakespeare train ids ({len(train)},), {VOCAB_SIZE}, "
+            f"{', '.join(f'{k}={v}' for k, v in settings.items())})")
+    start = fresh_start(t, settings["seed"], what)
+    params, losses = parts(t.student.train_ffnn(t.student.put(train, "training ids"), VOCAB_SIZE, **settings), 2, what)
     params = checked_params(params, what)
     losses = as_array(losses, f"{what}: losses")[0]
-    if losses.shape != (TRAIN_SETTINGS["steps"],):
-        raise CheckFailed(f"{what}: expected a list of {TRAIN_SETTINGS['steps']} losses (one per step), got shape "
+    if losses.shape != (settings["steps"],):
+        raise CheckFailed(f"{what}: expected a list of {settings['steps']} losses (one per step), got shape "
                           f"{losses.shape}")
-    ppl = heldout_perplexity(t.ref, params, test, TRAIN_SETTINGS["context"])
+    ppl = heldout_perplexity(t.ref, params, test, settings["context"])
     if not math.isfinite(ppl) or ppl > 100 * VOCAB_SIZE:
         raise CheckFailed(f"{what}: the trained model's perplexity on the test plays is {ppl:.3g}, far worse than a "
                           f"uniform guess ({VOCAB_SIZE}): training went uphill or diverged (the update is "
                           "p -= lr * grad, with the gradient of the mean loss).")
-    reference = t.cached("ffnn-shakespeare", lambda: reference_perplexity(t.ref))
+    reference = t.cached("ffnn-shakespeare", lambda: reference_run(t.ref)["perplexity"])
     if ppl < FLOOR_RATIO * reference:
         raise CheckFailed(f"{what}: the trained model's perplexity on the test plays is {ppl:.2f}, implausibly far "
                           f"below the staff's {reference:.2f} with the same settings (honest runs stay above "
                           f"{FLOOR_RATIO:.2f} of it): the model has seen the test plays. No points.")
-    t.note(assert_perplexity(ppl, reference * (1 + PPL_MARGIN), "Your trained model on the test plays"))
+    line = assert_perplexity(ppl, reference * (1 + PPL_MARGIN), "Your trained model on the test plays")
+    # last: a run that is merely buggy is told about its perplexity above, not about its start
+    profile = t.cached("ffnn-start", lambda: reference_run(t.ref)["start"])
+    assert_descends(start, params, profile, what, least=START_LEAST, mean=START_MEAN)
+    t.note(line)
 
 
-if __name__ == "__main__":  # reference_perplexity's child process: python hidden_checks.py REFERENCE.py
+if __name__ == "__main__":  # reference_run's child process: python hidden_checks.py REFERENCE.py
     import json
     import sys
 

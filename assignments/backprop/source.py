@@ -633,6 +633,12 @@ plt.show()
 # training plays with its own settings and seed, and scores the returned parameters by their
 # perplexity on the held-out test plays (with its own forward pass). Full points for doing about
 # as well as the staff's code with the same settings; it takes about 10 seconds on one CPU core.
+#
+# **Only training the grader sees earns points.** The seed is drawn for your submission alone, so
+# `init_params(seed)` is a start nobody knew before; the grader checks that `init_params` draws
+# fresh numbers for each seed and that the parameters `train_ffnn` returns descend from that start
+# through your own steps. Parameters trained anywhere else (at home, with another library, pasted
+# into the notebook or loaded from a file) earn nothing, however good their perplexity.
 
 # %% tags=["graded"]
 import numpy as np

@@ -16,9 +16,11 @@ __all__ = ["HELD_OUT_DRAWS", "held_out_seed"]
 # (assignment, check, purpose, what it draws). tests/test_secrets.py finds every `secret_seed`,
 # `secret_rng` and `secret_state` call in assignments/*/hidden_checks.py and compares with this list.
 # Draws of test inputs that cross to the worker anyway (`t.rng`) are not held out and not listed;
-# backprop's and attention's hidden checks make no held-out draw (backprop's held-out text is the
-# fixed test plays, which never cross).
+# attention's hidden checks make no held-out draw, and backprop's held-out text is the fixed test
+# plays, which never cross.
 HELD_OUT_DRAWS = (
+    ("backprop", "shakespeare_ffnn", "training seed", "the seed train_ffnn gets, hence its start and batches (sent)"),
+    ("backprop", "shakespeare_ffnn", "second start", "another init_params seed, to see that starts are fresh (sent)"),
     ("ngram", "shakespeare_heldout", "shakespeare",
      "which test and validation positions are scored, the order they are asked in, the probe words"),
     ("ngram", "synthetic_floor", "synthetic", "the hidden Markov language and its train / validation / held-out text"),
