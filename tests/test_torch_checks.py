@@ -60,6 +60,9 @@ def detached_square(x):
 def square(x):
     return x ** 2
 
+def square_in_float32(x):  # right gradient, float32 arithmetic inside
+    return (x.float() ** 2).to(x.dtype)
+
 def prefix_mean(x):  # causal: position t averages positions 0..t
     return x.cumsum(1) / torch.arange(1, x.size(1) + 1, dtype=x.dtype)[:, None]
 
@@ -121,8 +124,15 @@ def test_the_global_generator_check_catches_a_reseed_and_a_draw_without_generato
 
 def test_gradcheck_passes_autograd_and_catches_a_cut_graph(student):
     gradcheck(student.square, [x64(2, 3)], [0], "square")
-    with pytest.raises(CheckFailed, match="gradcheck"):
+    with pytest.raises(CheckFailed, match="gradcheck") as info:
         gradcheck(student.detached_square, [x64(2, 3)], [0], "detached_square")
+    assert ".detach()" in str(info.value) and "lower precision" not in str(info.value)
+
+
+def test_a_forward_in_float32_inside_is_told_about_precision_not_detach(student):
+    with pytest.raises(CheckFailed, match="gradcheck") as info:
+        gradcheck(student.square_in_float32, [x64(4, 5)], [0], "square_in_float32")
+    assert "lower precision than float64" in str(info.value) and ".detach()" not in str(info.value)
 
 
 def test_causality_by_perturbation(student):

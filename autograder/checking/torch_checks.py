@@ -108,14 +108,29 @@ def _directions(what: str, shape: tuple, n: int) -> list[torch.Tensor]:
     return [torch.from_numpy(rng.standard_normal(shape)) for _ in range(n)]
 
 
-def _directional_mismatch(forward, perturb, grads_dot, cotangent: torch.Tensor, direction) -> tuple[float, float] | None:
-    """(analytic, numeric) when <vjp, d> disagrees with the central difference (f(x+eps d) - f(x-eps d)).u / 2eps."""
-    plus, minus = forward(perturb(direction, FD_EPS)), forward(perturb(direction, -FD_EPS))
-    numeric = float(((plus - minus) * cotangent).sum()) / (2 * FD_EPS)
-    analytic = float(grads_dot(direction))
-    if not abs(analytic - numeric) <= FD_ATOL + FD_RTOL * abs(numeric):
-        return analytic, numeric
-    return None
+COARSE_EPS = 1e-3  # a step at which float32 rounding no longer swamps a central difference
+LOW_PRECISION = ("Your forward looks computed in lower precision than float64 inside: its finite differences "
+                 "agree with this gradient at a coarse step but not at a fine one. Keep the input's dtype "
+                 "throughout (no .float(), no tensor made with dtype=torch.float32, parameters in the input's "
+                 "dtype), so that gradients can be checked in float64.")
+
+
+def _directional_mismatch(forward, perturb, grads_dot, cotangent: torch.Tensor, direction) -> tuple[float, float, bool] | None:
+    """(analytic, numeric, low precision) when <vjp, d> disagrees with the central difference
+    (f(x+eps d) - f(x-eps d)).u / 2eps.
+
+    Why the third: a forward that casts to float32 inside has a right gradient but finite differences
+    drowned in rounding at eps = 1e-6; at a coarse step they agree again, which a cut graph never does,
+    so the student is told about the precision, not sent looking for a `.detach()`."""
+    def central(eps: float) -> float:
+        plus, minus = forward(perturb(direction, eps)), forward(perturb(direction, -eps))
+        return float(((plus - minus) * cotangent).sum()) / (2 * eps)
+
+    numeric, analytic = central(FD_EPS), float(grads_dot(direction))
+    if abs(analytic - numeric) <= FD_ATOL + FD_RTOL * abs(numeric):
+        return None
+    coarse = central(COARSE_EPS)
+    return analytic, numeric, abs(analytic - coarse) <= FD_ATOL + FD_RTOL * abs(coarse)
 
 
 def gradcheck(call, args: list, wrt: list[int], what: str, *, output_index: int | None = None,
@@ -157,8 +172,8 @@ def gradcheck(call, args: list, wrt: list[int], what: str, *, output_index: int 
                 raise CheckFailed(
                     f"{what}: gradcheck in float64 failed for input {i}: along a random direction the gradient "
                     f"your backward pass gives ({bad[0]:.8g}) disagrees with finite differences of your own "
-                    f"forward ({bad[1]:.8g}). Look for .detach(), .data, torch.no_grad(), in-place writes, or a "
-                    "non-differentiable step.")
+                    f"forward ({bad[1]:.8g}). " + (LOW_PRECISION if bad[2] else
+                    "Look for .detach(), .data, torch.no_grad(), in-place writes, or a non-differentiable step."))
     if reference is not None:
         inputs = [fixed[i].clone().requires_grad_(True) for i in wrt]
         full = list(fixed)
@@ -218,7 +233,8 @@ def assert_param_grads(module, ref_module: torch.nn.Module, args: list, what: st
         module.load_state_dict({name: p.to(dtype) for name, p in original.items()}, False)
     if bad:
         raise CheckFailed(f"{what}: along a random direction in parameter space the parameter gradients "
-                          f"({bad[0]:.8g}) disagree with finite differences of your own forward ({bad[1]:.8g}).")
+                          f"({bad[0]:.8g}) disagree with finite differences of your own forward ({bad[1]:.8g})."
+                          + (f" {LOW_PRECISION}" if bad[2] else ""))
 
 
 # ---- properties -------------------------------------------------------------------------------
