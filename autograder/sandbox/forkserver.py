@@ -20,7 +20,9 @@ What keeps it as safe as exec:
     it anyway, the grader starts another, and after a second failure starts workers with exec.
 
 Linux only, CPU workers only (CUDA must not be initialised before a fork, and its workers are
-few); elsewhere `spawn` returns None and the caller uses exec.
+few), and only where a worker cannot write the engine copy its server shares with later workers
+(Landlock, or a worker user: lifecycle.py decides); elsewhere `server` returns None, or is not
+asked, and the worker starts with exec.
 """
 from __future__ import annotations
 
