@@ -176,13 +176,16 @@ def _ours(*markers: str) -> list[str]:
     return found
 
 
+SLOW_LOAD = "\n_spin = 0\nfor _step in range(20_000_000):\n    _spin += 1\n"  # correct, and slow to load
+
+
 @pytest.mark.parametrize("whom", ["group", "main"])  # a terminal signals the group; `kill -INT` one process
 def test_ctrl_c_stops_cleanly_and_the_same_command_continues(tmp_path, tiny, whom):
     subs, out = tmp_path / "subs", tmp_path / "out"
     subs.mkdir()
-    total = 12  # a forked worker grades one in about 0.4 s: room to interrupt after the second
-    for i in range(total):
-        (subs / f"student{i}.py").write_text(solution())
+    total = 6
+    for i in range(total):  # all but the first two spend about a second loading: room to interrupt after the second
+        (subs / f"student{i}.py").write_text(solution() + (SLOW_LOAD if i >= 2 else ""))
     scratch = tmp_path / "tmp"  # graders and workers keep their files here: it marks their command lines
     scratch.mkdir()
     command = [sys.executable, "-m", "autograder", "grade", str(subs), "--assignment", "ngram", "--device", "cpu",
