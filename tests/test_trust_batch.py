@@ -184,15 +184,17 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_continues(tmp_path, tiny, who
     subs, out = tmp_path / "subs", tmp_path / "out"
     subs.mkdir()
     total = 6
-    for i in range(total):  # all but the first two spend about a second loading: room to interrupt after the second
+    for i in range(total):  # all but the first two take a second to load: room to interrupt after the second
         (subs / f"student{i}.py").write_text(solution() + (SLOW_LOAD if i >= 2 else ""))
     scratch = tmp_path / "tmp"  # graders and workers keep their files here: it marks their command lines
     scratch.mkdir()
     command = [sys.executable, "-m", "autograder", "grade", str(subs), "--assignment", "ngram", "--device", "cpu",
                "--allow-unconfined", "--out", str(out), "--jobs", "2"]
     env = dict(os.environ, LMGRADE_ROOT=str(tiny.root), TMPDIR=str(scratch))
+    # as from a TA's terminal: Ctrl-C at its default, even when this suite runs as a background job,
+    # whose children a shell starts with SIGINT ignored (and an ignored SIGINT is never delivered)
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     records = out / ".lmgrade" / "records"
     deadline = time.monotonic() + 40
     while time.monotonic() < deadline and len(list(records.glob("*.json"))) < 2:
