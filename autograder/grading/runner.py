@@ -114,7 +114,7 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
         with Sandbox([c.wire() for c in sub.cells], device=device, import_torch=assignment.uses_torch,
                      limits=limits) as box:
             try:  # after every read of the grader's files: its import of torch overlaps the scans below
-                box.start()
+                box.prepare()
             except WorkerFailure:
                 pass  # the first check's call reports it
             student = Student(box, timeout=limits.call_timeout,

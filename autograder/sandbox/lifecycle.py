@@ -137,9 +137,8 @@ class Sandbox:
                     nproc=task_count(uid) + limits.process_margin if uid != 0 and HAVE_PROC else None,
                     process_margin=limits.process_margin, identity=identity[:2] if identity else None, ids=ids,
                     drop_caps=root and not identity and LIBC is not None, landlock=landlock_on(limits))
-        # forked only where the worker cannot write the engine copy its server shares with later workers
-        shared_copy_safe = plan.landlock or plan.identity is not None
-        server = forkserver.server(python, preload) if shared_copy_safe and not cuda else None
+        key = self._server_key()
+        server = forkserver.server(*key) if key is not None else None
         if server is not None:
             try:
                 return self._start(plan, python, preload, cuda, server)
@@ -253,13 +252,30 @@ class Sandbox:
         if self.identity:  # same uid as the grader: Landlock forbids /dev/shm, or nothing tells whose a file is
             clean_shm(self._shm_before, self.identity[0])
 
-    def start(self) -> None:
-        """Start the worker process now; the graded cells load with the first request.
+    def prepare(self) -> None:
+        """Get the worker's start going before the grader's own work on the submission (scans, setup).
 
-        Why: the worker's start is mostly `import torch` (about a second), which it does before it
-        reads anything; started before the grader's own work on the submission (scans, setup), the
-        two overlap. Nothing of the student's runs before the first request.
+        Why: a start is mostly `import torch` (about a second); begun first, it overlaps that work.
+        Where workers are forked, this starts the fork server if none runs yet (its imports go on in
+        the background) and the worker itself is forked, in milliseconds, at the first request;
+        elsewhere it starts the worker now. Nothing of the student's runs before the first request.
         """
+        server = self._server_key()
+        if server is not None:
+            forkserver.server(*server)
+        else:
+            self.start()
+
+    def _server_key(self) -> tuple[str, tuple] | None:
+        """(python, preloaded modules) of the fork server this worker is forked by, or None: exec.
+        Forked only where the worker cannot write the engine copy its server shares with later
+        workers (Landlock, or a worker user), and never on CUDA."""
+        if PORTABLE or self.device.startswith("cuda") or not (landlock_on(self.limits) or self.identity):
+            return None
+        return self.limits.worker_python or sys.executable, ("torch",) if self.import_torch else ()
+
+    def start(self) -> None:
+        """Start the worker process now; the graded cells load with the first request."""
         if self.proc is None:
             if self.restarts > self.limits.max_restarts:
                 raise WorkerFailure("unavailable", "the student's process was restarted too many times")
