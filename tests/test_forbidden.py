@@ -12,7 +12,6 @@ from autograder.sandbox.forbidden import tainted_names
 
 ATTENTION = assignments.get("attention")
 RNN_LM = assignments.get("rnn_lm")
-BANNED = ATTENTION.forbidden
 OWN_SDPA = ("import math\nimport torch\n\ndef scaled_dot_product_attention(q, k, v, mask=None):\n"
             "    w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)), -1)\n    return w @ v, w\n")
 CLEAN = "import torch\ndef clean(x):\n    return torch.softmax(x, -1)"
