@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from autograder.checking import properties
 from autograder.checking.checks import check
 from autograder.checking.compare import (as_array, assert_close, assert_dtype, assert_equal, assert_shape, explain_library_error,
                                 library_advice, parts)
@@ -199,17 +200,32 @@ def cell_vs_builtin(t, kind: str) -> None:
             for value in (got if kind == "lstm" else [got]):
                 assert_shape(value, (B, H), what)
                 assert_dtype(value, name_of(dtype), what)
-    # saturated gates: pre-activations of hundreds, where tanh or sigmoid written with exp by hand gives NaN
-    B, d, H = 2, 3, 4
+    properties.run(cell_matrix(t, kind))
+
+
+BUILTIN_CELL = {"rnn": nn.RNNCell, "lstm": nn.LSTMCell, "gru": nn.GRUCell}
+
+
+def cell_matrix(t, kind: str) -> properties.Graded:
+    """A cell's samples for the property matrix: saturated gates, forward and backward.
+
+    Pre-activations of hundreds in float32 (x of about 100) and thousands in float64 (about 1000), both
+    signs: tanh written as 1 - 2/(exp(2z) + 1) or sigmoid as 1/(1 + exp(-z)) is right forward there and
+    NaN backward; (exp(2z) - 1)/(exp(2z) + 1) is NaN forward."""
+    name, (B, d, H) = CELL[kind], (2, 3, 4)
     weights = cell_weights(t, kind, d, H)
-    for dtype in DTYPES:
+    reference = BUILTIN_CELL[kind](d, H, dtype=F64)
+    reference.load_state_dict({k: v.double() for k, v in weights.items()})
+    samples = []
+    for dtype, scale in ((F32, 100.0), (F64, 1000.0)):
         cell = make_module(t, getattr(t.student, name), (d, H), weights, dtype)
-        x, state = randn(t, B, d, dtype=dtype, scale=1000.0), random_state(t, kind, B, H, dtype)
-        what = f"{name}({d}, {H})(x ({B}, {d}) with entries of about 1000 (saturated gates), state, {name_of(dtype)})"
-        got = call_pure(cell, x, state, what=what)
-        _, expected = run_builtin(kind, weights, x[:, None], state)
-        assert_state_close(got, expected, what + " (use torch.tanh and torch.sigmoid: exp by hand overflows)",
-                           dtype, kind)
+        x, state = randn(t, B, d, dtype=dtype, scale=scale), random_state(t, kind, B, H, dtype)
+        for sign in (1, -1):
+            label = f"x ({B}, {d}) of about {sign * scale:+g} (saturated gates), a state, {name_of(dtype)}"
+            for index in ((0, 1) if kind == "lstm" else (None,)):
+                samples.append(properties.Sample(label + ("" if index is None else f", output {'hc'[index]}"),
+                                                 (sign * x, state), wrt=(0,), output_index=index, call=cell))
+    return properties.Graded(f"{name}({d}, {H})", None, reference, {"extremes": samples})
 
 
 def layer_vs_builtin(t, kind: str) -> None:

@@ -1,0 +1,248 @@
+"""The property matrix: each graded function declares its sample inputs once, and generic property
+checks run on every function a property applies to (as PyTorch's OpInfo tests do for operators).
+
+Why: a property checked by hand for one function is missed for its neighbours (edge sizes for greedy
+decoding but not for beam search, extreme values in the forward pass but not in the gradients). Here
+a check states *what* a function takes (`Sample`s, grouped by property) and the properties run the
+same way for all of them:
+
+- `extremes`: forward at saturating inputs (pre-activations of hundreds, logits of +-1000, long
+  sequences, large norms) against the reference, and, for samples that name `wrt` or call a module,
+  the gradients there: a NaN or inf where the reference's gradient is finite fails, and float64
+  gradients must equal the reference's (a tanh written as 1 - 2/(exp(2z) + 1) is right forward and
+  NaN backward);
+- `edges`: sizes 0 and 1 the docstring allows (max_len=0, n=0, length-1 sequences, batch of one);
+- `shapes`: every rank and batch size the docstring allows (2-D and 3-D logits, say);
+- `inputs`: every call above goes through `call_pure`, so a changed argument fails (this property);
+- `generator`: torch's global random generator is where the grader put it after a call.
+
+Outputs are compared with the reference's on the same inputs (cast to float64: the truth), with the
+tolerance of the sample's own dtype. Every failure starts with "property `name`" and names the
+function and the input by shapes and sizes, never by values.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from autograder.checking.compare import assert_close, assert_equal
+from autograder.checking.purity import call_pure
+from autograder.checking.remote import StudentError
+from autograder.checking.torch_checks import MODULE_TOLERANCES, assert_global_generator_untouched
+from autograder.errors import CheckFailed
+
+PROPERTIES = ("extremes", "edges", "shapes", "inputs", "generator")
+GRAD_TOL = (1e-7, 1e-9)  # float64 gradients against the reference's, as gradcheck's reference comparison
+
+
+@dataclass(frozen=True)
+class Both:
+    """An argument that differs between the sides: the student's object (a Remote) and the reference's."""
+    student: object
+    reference: object
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One input of a graded function, described for a student by `label` (shapes, sizes, scale, dtype)."""
+    label: str
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    wrt: tuple = ()  # positions of float tensor arguments whose gradients are compared (extremes)
+    output_index: int | None = None  # which output the gradient flows back from (tuple outputs)
+    call: object = None  # the student's callable for this sample, when not the function's (a float32 module)
+    reference: object = None  # the trusted callable for this sample, when not the function's
+    tol: tuple | None = None  # (rtol, atol) of the comparison; default: by the inputs' float dtype
+
+
+@dataclass
+class Graded:
+    """A graded function: the student's callable, the reference's, and its samples by property."""
+    name: str
+    call: object
+    reference: object
+    samples: dict = field(default_factory=dict)  # property name -> [Sample]
+    generator: Sample | None = None  # a call that must leave torch's global generator alone
+
+
+def side(value, which: str):
+    """`value` with every `Both` replaced by its `which` ("student" or "reference") side."""
+    if isinstance(value, Both):
+        return getattr(value, which)
+    if isinstance(value, tuple):
+        return tuple(side(v, which) for v in value)
+    if isinstance(value, list):
+        return [side(v, which) for v in value]
+    if isinstance(value, dict):
+        return {k: side(v, which) for k, v in value.items()}
+    return value
+
+
+def as_float64(value):
+    """Float tensors in float64 (the reference's truth); everything else as it is."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().double() if value.is_floating_point() else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(as_float64(v) for v in value)
+    return value
+
+
+def float_dtype(value) -> torch.dtype | None:
+    """The float dtype of the first float tensor in `value` (None when there is none)."""
+    if isinstance(value, torch.Tensor):
+        return value.dtype if value.is_floating_point() else None
+    for v in value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else ():
+        found = float_dtype(v)
+        if found is not None:
+            return found
+    return None
+
+
+def run(graded: Graded, *, student=None, properties=PROPERTIES) -> None:
+    """Every property of `properties` that `graded` declares samples for, in the order of PROPERTIES."""
+    for prop in properties:
+        if prop == "generator":
+            if graded.generator is not None and student is not None:
+                check_generator(student, graded)
+            continue
+        for sample in graded.samples.get(prop, ()):
+            check_sample(graded, prop, sample)
+
+
+def failure(prop: str, graded: Graded, sample: Sample, text: str) -> CheckFailed:
+    return CheckFailed(f"property `{prop}` of {graded.name}, input {sample.label}: {text}")
+
+
+def call_student(graded: Graded, prop: str, sample: Sample):
+    """The student's output on `sample` through `call_pure`: errors and changed arguments name the property."""
+    call = sample.call or graded.call
+    try:
+        return call_pure(call, *side(sample.args, "student"), what=f"{graded.name}({sample.label})",
+                         **side(sample.kwargs, "student"))
+    except StudentError as exc:
+        raise failure(prop, graded, sample, f"your code raised an error ({_first_line(str(exc))}); the docstring "
+                                            "allows this input.") from None
+    except CheckFailed as exc:  # call_pure: an argument changed
+        raise CheckFailed(f"property `inputs` (arguments left unchanged): {exc}") from None
+
+
+def expected_of(graded: Graded, sample: Sample):
+    reference = sample.reference or graded.reference
+    with torch.no_grad():
+        return reference(*as_float64(side(sample.args, "reference")), **as_float64(side(sample.kwargs, "reference")))
+
+
+def tolerance(sample: Sample) -> tuple:
+    if sample.tol is not None:
+        return sample.tol
+    return MODULE_TOLERANCES.get(float_dtype((sample.args, sample.kwargs)) or torch.float64)
+
+
+def compare(got, expected, what: str, tol: tuple) -> None:
+    """Plain data exactly, floats and float tensors within `tol`, the same structure on both sides."""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(got, torch.Tensor):
+            raise CheckFailed(f"{what}: expected a tensor, got {type(got).__name__}")
+        if tuple(got.shape) != tuple(expected.shape):
+            raise CheckFailed(f"{what}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}")
+        if not expected.is_floating_point():
+            if got.is_floating_point() or got.dtype == torch.bool and expected.dtype != torch.bool:
+                raise CheckFailed(f"{what}: expected dtype {str(expected.dtype).removeprefix('torch.')}, "
+                                  f"got {str(got.dtype).removeprefix('torch.')}")
+            assert_equal(got.tolist(), expected.tolist(), what)
+            return
+        assert_close(got, expected, what, rtol=tol[0], atol=tol[1])
+    elif isinstance(expected, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(expected):
+            raise CheckFailed(f"{what}: expected a {type(expected).__name__} of {len(expected)} items, got "
+                              + (f"{len(got)}" if isinstance(got, (tuple, list)) else type(got).__name__))
+        for i, (g, e) in enumerate(zip(got, expected)):
+            compare(g, e, f"{what}[{i}]", tol)
+    elif isinstance(expected, float):
+        if isinstance(got, bool) or not isinstance(got, (int, float, torch.Tensor)):
+            raise CheckFailed(f"{what}: expected a number, got {type(got).__name__}")
+        assert_close(float(got), expected, what, rtol=max(tol[0], 1e-6), atol=tol[1])
+    else:
+        assert_equal(got, expected, what)
+
+
+def check_sample(graded: Graded, prop: str, sample: Sample) -> None:
+    """The student's output on `sample` equals the reference's; at extremes, its gradients too."""
+    got = call_student(graded, prop, sample)
+    expected = expected_of(graded, sample)
+    try:
+        compare(got, expected, "the output", tolerance(sample))
+    except CheckFailed as exc:
+        raise failure(prop, graded, sample, str(exc)) from None
+    if prop == "extremes" and (sample.wrt or isinstance(sample.reference or graded.reference, torch.nn.Module)):
+        check_gradients(graded, sample)
+
+
+def _cotangent(what: str, like: torch.Tensor) -> torch.Tensor:
+    rng = np.random.default_rng(zlib.crc32(what.encode()))
+    return torch.from_numpy(rng.standard_normal(tuple(like.shape)))
+
+
+def check_gradients(graded: Graded, sample: Sample) -> None:
+    """At extreme inputs: no NaN or inf where the reference's gradient is finite; in float64, equal to it."""
+    call, reference = sample.call or graded.call, sample.reference or graded.reference
+    args = list(side(sample.args, "student"))
+    ref_args = list(as_float64(side(sample.args, "reference")))
+    for i in sample.wrt:
+        ref_args[i] = ref_args[i].clone().requires_grad_(True)
+    with torch.enable_grad():
+        out = reference(*ref_args)
+        out = out[sample.output_index] if sample.output_index is not None else out
+        cotangent = _cotangent(f"{graded.name}|{sample.label}", out)
+        params = list(reference.named_parameters()) if isinstance(reference, torch.nn.Module) else []
+        inputs = [ref_args[i] for i in sample.wrt] + [p for _, p in params]
+        expected = torch.autograd.grad((out * cotangent).sum(), inputs, allow_unused=True)
+    expected = [torch.zeros_like(x) if e is None else e for x, e in zip(inputs, expected)]
+    try:
+        got = call.vjp(args, list(sample.wrt), cotangent, output_index=sample.output_index or 0)
+    except StudentError as exc:
+        raise failure("extremes", graded, sample, f"the backward pass raised an error ({_first_line(str(exc))})") \
+            from None
+    if not isinstance(got, dict) or not isinstance(got.get("input_grads"), list):
+        raise failure("extremes", graded, sample, "the backward pass returned no gradients")
+    grads = got.get("param_grads") if isinstance(got.get("param_grads"), dict) else {}
+    pairs = [(f"input {i}", g, e) for i, g, e in zip(sample.wrt, got["input_grads"], expected)]
+    pairs += [(f"`{name}`", grads.get(name), e) for (name, _), e in zip(params, expected[len(sample.wrt):])]
+    float64 = float_dtype(args) == torch.float64
+    for name, g, e in pairs:
+        if not isinstance(g, torch.Tensor) or tuple(g.shape) != tuple(e.shape):
+            raise failure("extremes", graded, sample, f"no gradient of the right shape w.r.t. {name}")
+        g = g.detach().double()
+        bad = ~torch.isfinite(g) & torch.isfinite(e)
+        if bool(bad.any()):
+            raise failure("extremes", graded, sample,
+                          f"the gradient w.r.t. {name} has {int(bad.sum())} NaN or inf entries where the reference's is "
+                          "finite, though the forward is right: a function written with exp by hand (tanh as "
+                          "1 - 2/(exp(2z) + 1), sigmoid as 1/(1 + exp(-z)), softmax as exp/sum) overflows in the "
+                          "backward pass at saturation. Use torch.tanh, torch.sigmoid, torch.softmax, log_softmax.")
+        if float64:
+            try:
+                assert_close(g, e, f"the gradient w.r.t. {name}", rtol=GRAD_TOL[0], atol=GRAD_TOL[1])
+            except CheckFailed as exc:
+                raise failure("extremes", graded, sample, str(exc)) from None
+
+
+def check_generator(student, graded: Graded) -> None:
+    sample = graded.generator
+    call = sample.call or graded.call
+    try:
+        assert_global_generator_untouched(
+            student, lambda: call(*side(sample.args, "student"), **side(sample.kwargs, "student")),
+            f"{graded.name}({sample.label})", seed=20261127)
+    except CheckFailed as exc:
+        raise CheckFailed(f"property `generator` (torch's global generator left alone): {exc}") from None
+
+
+def _first_line(text: str) -> str:
+    for line in reversed(text.strip().splitlines()):
+        if "Error" in line or "error" in line:
+            return line.strip()[:200]
+    return text.strip().splitlines()[-1][:200] if text.strip() else "no message"

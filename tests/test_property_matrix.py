@@ -1,0 +1,77 @@
+"""The property matrix (autograder/checking/properties.py) catches, in every function it is declared for,
+the bugs each property is about, and nothing else.
+
+Each bug is the staff solution with one edit, graded in this process on its question's checks (the
+trainings left out). It must fail exactly the checks listed, and every failure must come from the
+property named (the message starts with "property `name`"): the bug is caught by the matrix, not by
+a hand-written check beside it. Before the matrix, each of them got full marks on its question.
+"""
+import pytest
+
+from autograder.authoring import assignments
+from tests.helpers import edited_solution
+
+TRAININGS = {"shakespeare_lstm", "public_q7", "seq2seq_reversal", "shakespeare_perplexity", "synthetic_perplexity",
+             "seq2seq_sorting", "public_train"}
+
+
+def failures_in_process(assignment_id: str, text: str, question: str) -> dict:
+    """{check name: failure message} of `question`'s checks (but the trainings) for the module `text`."""
+    from autograder.authoring import build
+    from autograder.checking.checks import Context, seed_everything
+    from autograder.checking.remote import InProcessChannel, Student
+    from autograder.errors import CheckFailed
+    assignment = assignments.get(assignment_id)
+    student = Student(InProcessChannel(build.module_from_text(f"lmgrade_test_{assignment_id}_property", text)))
+    failed = {}
+    for fn in assignment.checks():
+        spec = fn.lmgrade_check
+        if spec.question != question or spec.name in TRAININGS or spec.name.startswith("public_train"):
+            continue
+        ctx = Context(student=student, ref=assignment.reference(), spec=spec, recording={} if spec.public else None)
+        seed_everything(ctx.seed)
+        try:
+            fn(ctx)
+        except CheckFailed as exc:
+            failed[spec.name] = str(exc)
+    return failed
+
+
+# rnn_lm ------------------------------------------------------------------------------------------
+RNN_CELL = "        return torch.tanh(x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T + self.bias_hh)"
+LSTM_C = "        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)"
+LSTM_H = "        h = torch.sigmoid(o) * torch.tanh(c)\n        return h, c\n"
+GRU_N = "        n = torch.tanh(x_n + r * h_n)"
+GRU_RZ = "        r = torch.sigmoid(x_r + h_r)\n        z = torch.sigmoid(x_z + h_z)"
+
+# name: (assignment, replacements, question, {failing check: property})
+BUGS = {
+    "RNNCell tanh as 1 - 2/(exp(2z) + 1)": ("rnn_lm", [(RNN_CELL,
+        "        z = x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T + self.bias_hh\n"
+        "        return 1 - 2 / (torch.exp(2 * z) + 1)")], "1",
+        {"rnn_cell_hidden": "extremes"}),
+    "LSTMCell sigmoid as 1/(1 + exp(-z))": ("rnn_lm", [
+        (LSTM_C, "        def sigmoid(z):\n            return 1 / (1 + torch.exp(-z))\n\n"
+                 "        c = sigmoid(f) * c + sigmoid(i) * torch.tanh(g)"),
+        (LSTM_H, LSTM_H.replace("torch.sigmoid(o)", "sigmoid(o)"))], "2", {"lstm_cell_hidden": "extremes"}),
+    "LSTMCell tanh of the candidate as 1 - 2/(exp(2z) + 1)": ("rnn_lm", [
+        (LSTM_C, LSTM_C.replace("torch.tanh(g)", "(1 - 2 / (torch.exp(2 * g) + 1))"))], "2",
+        {"lstm_cell_hidden": "extremes"}),
+    "GRUCell gates by 1/(1 + exp(-z)) and tanh by exp": ("rnn_lm", [
+        (GRU_RZ, "        r = 1 / (1 + torch.exp(-(x_r + h_r)))\n        z = 1 / (1 + torch.exp(-(x_z + h_z)))"),
+        (GRU_N, "        n = 1 - 2 / (torch.exp(2 * (x_n + r * h_n)) + 1)")], "2", {"gru_hidden": "extremes"}),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_bug_fails_exactly_its_property(bug):
+    assignment, replacements, question, expected = BUGS[bug]
+    failed = failures_in_process(assignment, edited_solution(assignment, replacements), question)
+    assert set(failed) == set(expected), failed
+    for name, prop in expected.items():
+        assert failed[name].startswith(f"property `{prop}`"), failed[name]
+
+
+@pytest.mark.parametrize("assignment, question", [("rnn_lm", "1"), ("rnn_lm", "2")])
+def test_staff_solution_passes_the_matrix(assignment, question):
+    assert failures_in_process(assignment, edited_solution(assignment, []), question) == {}
