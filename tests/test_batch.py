@@ -282,6 +282,36 @@ def test_batch_grades_resumes_and_regrades(tmp_path, tiny):
         hidden.write_text(original)
 
 
+def test_the_same_folder_typed_otherwise_is_the_same_batch(tmp_path, tiny, monkeypatch):
+    """A TA who graded `/home/ta/subs` and reruns from the course folder as `subs` regrades nothing:
+    a submission is known by its student and its file's bytes, not by how the folder was typed.
+    A file that really changed is still graded again, and the outputs name files as typed this time."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    (subs / "alice.py").write_text(solution())
+    (subs / "carol.py").write_text(solution() + WRONG_TOKENIZE)
+    (subs / "empty.ipynb").write_text("")
+    (subs / "dave").mkdir()
+    first = batch.run([subs], tiny, out, limits=FAST, progress=False)
+    assert (first.graded, first.skipped) == (4, 0)
+    before = read_grades(out)
+    assert before["alice"]["submission"] == str(subs / "alice.py")
+
+    monkeypatch.chdir(tmp_path)
+    for typed in (Path("subs"), Path("./subs/"), Path("out/../subs")):
+        again = batch.run([typed], tiny, Path("out"), limits=FAST, progress=False)
+        assert (again.graded, again.skipped) == (0, 4), typed
+        grades = read_grades(out)
+        assert grades["alice"]["submission"] == str(typed / "alice.py")  # named as typed this time
+        assert {sid: row["total"] for sid, row in grades.items()} == {sid: row["total"] for sid, row in before.items()}
+        record = json.loads((out / ".lmgrade" / "records" / "alice.json").read_text())
+        assert record["graded_at"] == first.records["alice"]["graded_at"] and record["source"] == str(typed / "alice.py")
+
+    (subs / "carol.py").write_text(solution())  # a real change: graded again, whatever the spelling
+    third = batch.run([subs.resolve()], tiny, out.resolve(), limits=FAST, progress=False)
+    assert (third.graded, third.skipped) == (1, 3) and read_grades(out)["carol"]["total"] == points(tiny)
+
+
 WRONG_ASSIGNMENT = json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "source": "x = 1", "outputs": [],
                                           "execution_count": None}], "metadata": {"lmgrade": {"assignment": "attention"}}})
 

@@ -282,19 +282,61 @@ def test_adding_an_input_keeps_every_other_inputs_shard(tmp_path, tiny, inputs):
     assert merge(out, root=tiny.root).returncode == 0 and read_grades(out)["zoe"]["total"] == points(tiny)
 
 
-def test_a_shard_that_saw_other_inputs_is_not_merged(tmp_path, tiny):
-    """Inputs that changed between shards (a late file seen by one of them): named, nothing written."""
+def test_a_shard_that_saw_other_inputs_is_not_merged_and_merge_says_which_files_differ(tmp_path, tiny):
+    """Inputs that changed between shards (a late file, a resubmission, a withdrawn one): the shard
+    that saw the older folder is named, with the files that differ, and nothing is written."""
     subs, out = tmp_path / "subs", tmp_path / "out"
     subs.mkdir()
-    for name in ("ann.py", "ben.py", "cyd.py"):
-        (subs / name).write_text(solution())
+    names = ("ann.py", "ben.py", "cyd.py", "dot.py", "eve.py")
+    for name in names:
+        (subs / name).write_text("")  # unreadable: recorded without a grader, quick
     assert all(proc.returncode == 0 for proc in run_shards([subs], out, 2, tiny.root))
-    (subs / "zoe.py").write_text(solution())
-    late = 1 - shard.shard_of("zoe", 2)  # the shard without zoe: it has nothing new to grade, but saw her
+    late = 1 - shard.shard_of("zoe", 2)  # the newest shard: it never owned zoe, but saw her
+    early = 1 - late
+    (subs / "zoe.py").write_text("")
+    (subs / "ben.py").write_text("x = 1\n")  # resubmitted
+    (subs / "cyd.py").unlink()  # withdrawn
     assert run_shards([subs], out, 2, tiny.root, only=[late])[0].returncode == 0
     refused = merge(out, root=tiny.root)
-    assert refused.returncode == 3 and f"shard {1 - late}/2 saw other submissions (3 found" in refused.stderr
+    assert refused.returncode == 3, refused.stderr
+    assert (f"shard {early}/2 saw other submissions than the newest shard, {late}/2 (5 found, the newest found 5; "
+            "added since it ran (1): zoe.py; removed since it ran (1): cyd.py; changed since it ran (1): ben.py)"
+            in refused.stderr), refused.stderr
+    assert f"cannot merge: 1 of 2 shards missing or unfinished ({early})" in refused.stderr
     assert not (out / "grades.csv").exists()
+    assert run_shards([subs], out, 2, tiny.root, only=[early])[0].returncode == 0  # the same inputs now
+    assert merge(out, root=tiny.root).returncode == 0 and sorted(read_grades(out)) == ["ann", "ben", "dot", "eve",
+                                                                                         "zoe"]
+
+
+def test_merge_names_a_few_differing_files_then_a_count():
+    files = [[f"s{i}", f"s{i}.py", "a" * 64, f"subs/s{i}.py"] for i in range(3)]
+    newer = files + [[f"n{i}", f"n{i}.py", "b" * 64, f"subs/n{i}.py"] for i in range(8)]
+    assert shard.differences(files, newer) == "added since it ran (8): n0.py, n1.py, n2.py, n3.py, n4.py and 3 more"
+    assert shard.batch_digest(files) != shard.batch_digest(newer)
+    moved = [[key, name, sha, "/elsewhere/" + name] for key, name, sha, _ in files]
+    assert shard.batch_digest(moved) == shard.batch_digest(files)  # where the folder is plays no part
+
+
+def test_shards_started_with_other_spellings_of_one_folder_merge(tmp_path, tiny):
+    """One shard started as `subs` from the course folder, the other with its absolute path (and
+    its OUT typed both ways): the same batch. The merge writes every file name one way."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for name in ("ann.py", "ben.py", "cyd.py", "dot.py", "eve.py", "fay.py"):
+        (subs / name).write_text(solution() if name == "ann.py" else "")
+    parts = owned([subs], tiny, tmp_path, 2)
+    assert parts[0] and parts[1], parts
+    absolute = lmgrade(command([subs], tmp_path / "out", "--shard", "0/2"), tiny.root)
+    relative = lmgrade(command(["subs"], "out", "--shard", "1/2"), tiny.root, cwd=tmp_path)
+    assert absolute.returncode == 0 and relative.returncode == 0, absolute.stderr + relative.stderr
+    merged = merge(tmp_path / "out", root=tiny.root)
+    assert merged.returncode == 0, merged.stderr
+    grades = read_grades(tmp_path / "out")
+    assert sorted(grades) == ["ann", "ben", "cyd", "dot", "eve", "fay"] and grades["ann"]["total"] == points(tiny)
+    assert len({str(Path(row["submission"]).parent) for row in grades.values()}) == 1, grades  # one spelling
+    again = lmgrade(command(["./subs/"], "out", "--shard", "0/2"), tiny.root, cwd=tmp_path)
+    assert f"graded now 0, unchanged since the last run {len(parts[0])}" in again.stdout, again.stdout + again.stderr
 
 
 # ---- arguments ------------------------------------------------------------------------------------

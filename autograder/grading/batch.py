@@ -70,6 +70,9 @@ def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1,
     if not everyone:
         raise ValueError(f"no submissions (.ipynb or .py files, or one folder per student) in {', '.join(map(clean, inputs))}")
     entries = everyone if shard is None else sharding.part(everyone, *shard)
+    # each submission is known by what it is (its students and its file's bytes), never by how the
+    # folder was typed: `subs` and its absolute path are the same batch, resumed, and shards agree
+    shas = {e.key: file_digest(e.path) for e in (everyone if shard is not None else entries)}
     records = load_records(state / "records")  # read once: nothing written later by a worker counts
     digest = checks_digest(assignment)
     all_questions = sorted({spec.question for spec in check_specs(assignment)}, key=results._qkey)
@@ -79,17 +82,18 @@ def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1,
             raise ValueError(f"no such question in {assignment.id}: {', '.join(unknown)} (it has {', '.join(all_questions)})")
     todo, problems, result = [], [], BatchResult(entries=entries, records={}, shard=shard)
     tracker = None if shard is None else sharding.Manifest(state, shard, assignment.id, digest, questions, inputs,
-                                                           everyone)
+                                                           everyone, shas)
     saved = [0]
     bar = None
     try:
         for entry in entries:
             old = records.get(entry.key)
-            sha = file_digest(entry.path)
+            sha = shas[entry.key]
             fresh = (old is not None and old.get("status") == "graded" and old.get("sha256") == sha
                      and old.get("checks") == digest and set(old.get("questions", [])) >= set(all_questions)
-                     and old.get("students") == entry.students and old.get("source") == entry.source)
+                     and old.get("students") == entry.students)
             if fresh and not force and not questions:
+                old.update(_where(entry))  # the same submission, perhaps spelled otherwise: say where it is now
                 result.records[entry.key] = old
                 result.skipped += 1
                 saved[0] += 1
@@ -163,6 +167,11 @@ def _problem(entry: Entry, assignment: Assignment) -> tuple[str, str] | None:
         return extract.read_submission(entry.path, analyse=False).problem(assignment.id)
     except (RecursionError, MemoryError) as exc:
         return "unreadable", f"the file could not be read ({type(exc).__name__})."
+
+
+def _where(entry: Entry) -> dict:
+    """A record's fields that say where its file was found this time (they vary with how the inputs were typed)."""
+    return {"source": entry.source, "file": str(entry.path) if entry.path else None, "note": entry.note}
 
 
 def _problem_record(entry: Entry, sha: str, digest: str, all_questions, status: str, message: str) -> dict:

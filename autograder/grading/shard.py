@@ -92,10 +92,33 @@ def fingerprint(record: dict) -> str:
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def batch_digest(entries: list[Entry]) -> str:
-    """Which submissions the batch has: shards that saw different inputs must not be merged."""
-    text = json.dumps([[e.key, e.students, e.source] for e in entries], ensure_ascii=True)
+def batch_files(entries: list[Entry], shas: dict[str, str]) -> list[list[str]]:
+    """[key, file name, sha256 of its bytes, source] of every submission: what each one is, and where it was found.
+
+    Why the file's name and bytes rather than its path: `subs` and `/home/ta/subs` are the same
+    folder typed twice, and shards started either way must agree; a file that really changed, was
+    added or was removed must not."""
+    return [[e.key, Path(e.source).name, shas.get(e.key, ""), e.source] for e in entries]
+
+
+def batch_digest(files: list[list[str]]) -> str:
+    """Which submissions the batch has (keys and contents, never how the inputs were typed):
+    shards that saw different submissions must not be merged."""
+    text = json.dumps([[key, sha] for key, _name, sha, *_ in files], ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def differences(files: list, newest: list) -> str:
+    """What a shard saw that the newest shard did not, by file name: "added since it ran: zoe.py; ..."."""
+    mine = {row[0]: row for row in files}
+    theirs = {row[0]: row for row in newest}
+    added = [theirs[key][1] for key in theirs if key not in mine]
+    removed = [mine[key][1] for key in mine if key not in theirs]
+    changed = [theirs[key][1] for key in theirs if key in mine and mine[key][2] != theirs[key][2]]
+    parts = [f"{what} ({len(names)}): {some(sorted(names), 5)}"
+             for what, names in (("added since it ran", added), ("removed since it ran", removed),
+                                 ("changed since it ran", changed)) if names]
+    return "; ".join(parts)
 
 
 def _now() -> str:
@@ -125,17 +148,18 @@ class Manifest:
     time limit or a dead node still tells `merge` how far it got, and its next run continues."""
 
     def __init__(self, state: Path, shard: tuple[int, int], assignment_id: str, checks: str,
-                 questions: list[str] | None, inputs: list[Path], everyone: list[Entry]):
+                 questions: list[str] | None, inputs: list[Path], everyone: list[Entry], shas: dict[str, str]):
         k, n = shard
         self.path = manifest_path(state, k, n)
         sizes = [0] * n
         for e in everyone:
             sizes[shard_of(owner(e), n)] += 1
         self.done: dict[str, str] = {}  # key -> fingerprint of its saved record
+        files = batch_files(everyone, shas)
         self.doc = {
             "version": MANIFEST_VERSION, "shard": k, "of": n, "assignment": assignment_id, "checks": checks,
             "questions": list(questions) if questions else None, "inputs": [clean(p) for p in inputs],
-            "out": clean(state.parent), "batch": batch_digest(everyone), "submissions": len(everyone),
+            "out": clean(state.parent), "batch": batch_digest(files), "submissions": len(everyone), "files": files,
             "sizes": sizes, "command": _command_line(), "cwd": clean(os.getcwd()), "state": "running",
             "host": clean(socket.gethostname()), "pid": os.getpid(),
             "started": _now(), "updated": _now(),
@@ -205,6 +229,13 @@ def _read_manifests(outs: list[Path]) -> tuple[list[_Found], list[Path]]:
                 continue
             found.append(_Found(doc, path, out))
     return found, damaged
+
+
+def _listing(doc: dict) -> bool:
+    """True when a manifest lists its batch's files as `batch_files` writes them (not a damaged or older one)."""
+    files = doc.get("files")
+    return isinstance(files, list) and all(isinstance(row, list) and len(row) == 4 and all(isinstance(x, str)
+                                                                                          for x in row) for row in files)
 
 
 def _load_record(out: Path, key: str) -> dict | None:
@@ -298,9 +329,11 @@ def merge(outs: list[Path], dest: Path | None = None, assignment=None) -> BatchR
             continue
         doc = f.doc
         if doc["batch"] != newest.doc["batch"]:
-            problems.append((k, f"shard {k}/{n} saw other submissions ({doc.get('submissions')} found, the newest "
-                                f"shard {newest.doc['shard']}/{n} found {newest.doc.get('submissions')}): "
-                                "rerun it on the same inputs (what it graded is kept)"))
+            what = (differences(doc["files"], newest.doc["files"]) or "the same files, listed otherwise"
+                    if _listing(doc) and _listing(newest.doc) else "its manifest lists no files (an older lmgrade)")
+            problems.append((k, f"shard {k}/{n} saw other submissions than the newest shard, {newest.doc['shard']}/{n} "
+                                f"({doc.get('submissions')} found, the newest found {newest.doc.get('submissions')}; "
+                                f"{what}): rerun it on the same inputs (what it graded is kept)"))
             continue
         if doc.get("checks") != digest:
             problems.append((k, f"shard {k}/{n} was graded with other checks than this checkout's: rerun it"))
@@ -338,6 +371,10 @@ def merge(outs: list[Path], dest: Path | None = None, assignment=None) -> BatchR
         raise Incomplete("\n".join(lines))
 
     ordered = [entry for _, entry in sorted(entries, key=lambda pair: pair[0])]
+    if _listing(newest.doc):  # shards that typed the inputs otherwise: every file named as the newest named it
+        sources = {row[0]: row[3] for row in newest.doc["files"]}
+        for entry in ordered:
+            entry.source = sources.get(entry.key, entry.source)
     result = BatchResult(entries=ordered, records=records, merged=n, notes=notes)
     for entry in ordered:
         record = records[entry.key]
