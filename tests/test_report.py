@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from autograder.grading.report import normalise
+from tests.test_batch import FAST, solution, tiny  # noqa: F401
 from tests.test_leaderboard import HIDDEN_INPUT, HOSTILE, REFERENCE_FIGURE, board, graded  # noqa: F401
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
@@ -142,3 +143,64 @@ def test_the_report_is_there_after_a_plain_batch(graded):
     _, out, result = graded
     assert not result.write_errors
     assert Path(out / "report.html").read_text().startswith("<!DOCTYPE html>")
+
+
+# ---- nothing a student's code chose: issue 30 (a raised text carried hidden inputs) ------------------
+@pytest.mark.parametrize("message, expected", [
+    ("tokenize(\"O'er the hills\") raised ValueError: O'er the hills--and far away!\nTraceback ...",
+     "tokenize(<text>) raised ValueError"),
+    ("tokenize(<text>) raised HillsAndFarAway: whatever", "tokenize(<text>) raised an exception"),
+    ("tokenize('x') is not implemented yet (NotImplementedError: hills far away)",
+     "tokenize(<text>) is not implemented yet (the starter's stub)"),
+    ("`tokenize` was never defined: graded cell 3 raised KeyError: hills far before reaching it. Graded cells...",
+     "`tokenize` was never defined: graded cell <n> raised KeyError"),
+    ("<HillsFarAway>.prob('a', 3) returned a value the grader cannot read: hills far away",
+     "<object>.prob(<text>, ...) returned a value the grader cannot read"),
+    ("tokenize('x'): unreadable reply (unknown type hills_far_away)", "tokenize(<text>): unreadable reply"),
+])
+def test_groups_keep_the_graders_words_and_drop_what_student_code_chose(message, expected):
+    assert normalise(message, frozenset({"tokenize"})) == expected
+
+
+LEAKING = '''
+
+class FarAwayHills(Exception):
+    pass
+
+
+def tokenize(line):
+    if len(line) > 20:
+        raise {error}(line)
+    return line.split()
+'''
+
+
+def test_report_groups_by_the_graders_message_and_counts_starter_stubs_apart(tmp_path, tiny):
+    """tokenize raises the hidden input it was given (as an attack did to read hidden `tokenize`
+    inputs off report.html), once as a ValueError and once as an exception class of its own; two
+    students hand in the untouched starter. The report keeps neither the raised text nor the class's
+    name, groups the two ValueErrors as one mistake, and counts the stubs apart."""
+    from autograder.grading import batch
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    for name, error in (("ann", "ValueError"), ("ben", "ValueError"), ("cyd", "FarAwayHills")):
+        (subs / f"{name}.py").write_text(solution() + LEAKING.format(error=error))
+    for name in ("dot", "eve"):
+        (subs / f"{name}.ipynb").write_text(tiny.starter_path.read_text())
+    batch.run([subs], tiny, out, jobs=2, limits=FAST, progress=False)
+    hidden = "O'er the hills--and far away!"  # an input of the tiny course's hidden check
+    assert hidden in (out / "feedback" / "ann.txt").read_text()  # the student's text is in the staff's feedback
+    assert "FarAwayHills" in (out / "feedback" / "cyd.txt").read_text()
+    text = (out / "report.html").read_text()
+    for leaked in ("hills", "far away", "FarAwayHills", "O&#x27;er"):
+        assert leaked not in text, leaked
+    page = Page(text)
+    failures = page.rows[next(i for i, row in enumerate(page.rows) if row[:3] == ["students", "check", "message"]) + 1:]
+    failures = failures[:next((i for i, row in enumerate(failures) if row[0] == "students"), len(failures))]
+    assert [row for row in failures if row[2] == "tokenize(<text>) raised ValueError" and row[3] == "ann, ben"]
+    assert [row for row in failures if row[2] == "tokenize(<text>) raised an exception" and row[3] == "cyd"]
+    assert not [row for row in failures if "not implemented" in row[2]]  # the stubs fill no row of the list
+    assert "Not implemented yet" in page.headings
+    stubs = {row[1]: row for row in page.rows_with("dot, eve")}
+    assert stubs["tokenize"][0] == "2" and len(stubs) >= 3, stubs  # one row per function left as the stub
+    assert not [row for row in failures if row[3] == "dot, eve"]

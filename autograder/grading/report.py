@@ -13,6 +13,7 @@ hidden input or reference value appears in a report that may be shown to the cla
 """
 from __future__ import annotations
 
+import builtins
 import csv
 import html
 import io
@@ -34,16 +35,44 @@ _NUMBER = re.compile(r"(?<![A-Za-z_\d.])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?
 _RUN = re.compile(r"<(n|text)>(?:,?\s*<(?:n|text)>)+")  # [<n>, <n>, <n>] and [<n>, <n>] group together
 
 
+# What the grader writes around text that the student's code chose (its exception's type and text,
+# a value it returned that the grader could not read): the grader's words are kept, the rest goes.
+# `label raised Type: text`, "... raised Type: text before reaching it" (autograder.checking.remote, runner)
+_RAISED = re.compile(r"\braised (\S+?):? .*$|\braised (\S+)$")
+_STUB = re.compile(r"\bis not implemented yet\b.*$")  # the starter's `raise NotImplementedError`
+_UNREADABLE = re.compile(r"\breturned a value the grader cannot read\b.*$")
+_WIRE = re.compile(r"\b(unreadable reply|sent something unreadable) \(.*$")  # the decoder's words on worker bytes
+_TYPE_NAME = re.compile(r"<(?!(?:n|text)>)[^<>]*>")  # "<NGramLM>.prob(...)": a type name the worker reported
+STUB_TEXT = "is not implemented yet (the starter's stub)"
+# exception types the grader names in a group: Python's own, a fixed list; any other name a class could have
+_BUILTIN_ERRORS = frozenset(name for name, value in vars(builtins).items()
+                            if isinstance(value, type) and issubclass(value, BaseException))
+
+
 def normalise(message: str, names: frozenset[str] = frozenset()) -> str:
-    """The first line of a failure message, numbers as <n> and quoted values as <text>.
+    """The grader's own words of a failure message's first line: numbers as <n>, quoted values as
+    <text>, and nothing the student's code chose.
 
     `names` are the student functions the checks name (`tokenize`): public, so a backquoted one
-    stays; anything else quoted may be a hidden input and goes.
+    stays; anything else quoted may be a hidden input and goes. Text the student's code made is cut
+    at the grader's words around it: `tokenize(<text>) raised ValueError` keeps a built-in exception's
+    name and drops its text (which can carry a hidden input the function was given: a student's
+    `raise ValueError(line)` would otherwise publish it); any other exception type is `an exception`;
+    a type name the worker reported (`<NGramLM>`) is `<object>`.
     """
     line = message.strip().split("\n", 1)[0].strip()
+    line = _STUB.sub(STUB_TEXT, line)
+    line = _UNREADABLE.sub("returned a value the grader cannot read", line)
+    line = _WIRE.sub(r"\1", line)
+    line = _RAISED.sub(lambda m: "raised " + _error_name(m.group(1) or m.group(2)), line)
+    line = _TYPE_NAME.sub("<object>", line)
     line = _QUOTED.sub(lambda m: m.group(0) if m.group(1) == "`" and m.group(2) in names else "<text>", line)
     line = _RUN.sub(r"<\1>, ...", _NUMBER.sub("<n>", line))
     return line if len(line) <= MESSAGE_LIMIT else line[:MESSAGE_LIMIT] + "..."
+
+
+def _error_name(name: str) -> str:
+    return name if name in _BUILTIN_ERRORS else "an exception"
 
 
 # ---- the leaderboard ---------------------------------------------------------------------------
@@ -225,18 +254,40 @@ def _checks(data: ClassReport) -> str:
 
 
 def _failures(data: ClassReport, links: dict[str, str]) -> str:
-    groups = sorted(data.failures.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    """The commonest mistakes; checks that failed only because a function was still the starter's
+    stub are counted apart, so that in a small batch they do not fill the list."""
+    everything = sorted(data.failures.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    groups = [(key, who) for key, who in everything if not key[3].endswith(STUB_TEXT)]
+    stubs = [(key, who) for key, who in everything if key[3].endswith(STUB_TEXT)]
     rows = []
     for (q, name, title, message), who in groups[:FAILURES_SHOWN]:
-        names = ", ".join(_link(sid, links) for sid in who[:NAMES_SHOWN])
-        more = f" and {len(who) - NAMES_SHOWN} more" if len(who) > NAMES_SHOWN else ""
         rows.append(f"<tr><td class='num'>{len(who)}</td><td>Q{_e(q)} {_e(title)} <code>[{_e(name)}]</code></td>"
-                    f"<td><code>{_e(message)}</code></td><td>{names}{more}</td></tr>")
+                    f"<td><code>{_e(message)}</code></td><td>{_who(who, links)}</td></tr>")
     shown = f"the {min(len(groups), FAILURES_SHOWN)} commonest of {len(groups)}" if groups else "none"
-    return ("<h2 id='failures'>Commonest failures</h2><p class='note'>Grouped by the first line of the message, "
-            "numbers shown as &lt;n&gt; and quoted values as &lt;text&gt; (no hidden input or reference value "
-            f"appears here); each student's feedback file has the whole message. Showing {shown}.</p>"
-            "<table><tr><th>students</th><th>check</th><th>message</th><th>who</th></tr>" + "".join(rows) + "</table>")
+    parts = ["<h2 id='failures'>Commonest failures</h2><p class='note'>Grouped by the grader's own words: the "
+             "first line of the message, numbers shown as &lt;n&gt; and quoted values as &lt;text&gt;, and nothing "
+             "a student's code chose (what it raised or printed, its type names), so no hidden input or reference "
+             f"value appears here; each student's feedback file has the whole message. Showing {shown}.</p>",
+             "<table><tr><th>students</th><th>check</th><th>message</th><th>who</th></tr>" + "".join(rows) + "</table>"]
+    if stubs:
+        by_function: dict[str, tuple[int, set[str]]] = {}
+        for (_q, _name, _title, message), who in stubs:
+            function = re.match(r"[^(\s]*", message)[0] or message  # "tokenize(<text>) is not..." -> tokenize
+            checks, students = by_function.get(function, (0, set()))
+            by_function[function] = (checks + 1, students | set(who))
+        rows = [f"<tr><td class='num'>{len(students)}</td><td><code>{_e(function)}</code></td>"
+                f"<td class='num'>{checks}</td><td>{_who(sorted(students), links)}</td></tr>"
+                for function, (checks, students) in sorted(by_function.items(), key=lambda kv: (-len(kv[1][1]), kv[0]))]
+        parts.append(f"<h3 id='not-implemented'>Not implemented yet</h3><p class='note'>{sum(len(w) for _, w in stubs)} "
+                     "failures (one per student and check) were a function still the starter's stub (it raises "
+                     "NotImplementedError): counted here, not above.</p><table><tr><th>students</th><th>function</th><th>checks</th>"
+                     "<th>who</th></tr>" + "".join(rows) + "</table>")
+    return "".join(parts)
+
+
+def _who(who: list[str], links: dict[str, str]) -> str:
+    names = ", ".join(_link(sid, links) for sid in who[:NAMES_SHOWN])
+    return names + (f" and {len(who) - NAMES_SHOWN} more" if len(who) > NAMES_SHOWN else "")
 
 
 def _leaderboard(data: ClassReport, links: dict[str, str]) -> str:
