@@ -163,18 +163,15 @@ def assert_param_grads(module, ref_module: nn.Module, args: list, what: str, *, 
 
 
 def device_note(t, call, args, what: str) -> None:
-    """Fail when the worker itself reports a device or dtype mix-up, or the call cannot run on `meta`."""
+    """Fail when the call breaks on a (simulated) non-CPU device in float32 or float64 (fail-only)."""
     assert_device_agnostic(call, args, what)
 
 
-def default_device_probe(call, args: list, what: str) -> None:
-    """Fail when `call` makes a tensor on torch's default device instead of the data's (fail-only).
-
-    Why: code given a model and token ids (decoders, `hidden_grad_norms`) has no tensor argument for
-    the meta probe to move, and reads values (`int(...)`), which `meta` cannot hold. So the data stay
-    on the CPU and `meta` becomes torch's default device, in float64 like the model.
-    """
-    assert_device_agnostic(call, args, what, follows_dtype=False, meta_first=False, dtypes=("float64",))
+def default_device_probe(call, args: list, what: str, **kwargs) -> None:
+    """Fail when `call`, given a model and data on a (simulated) non-CPU device, breaks there or
+    computes other values than on the CPU (fail-only): decoders, training loops, `hidden_grad_norms`,
+    in float64 like the model."""
+    assert_device_agnostic(call, args, what, follows_dtype=False, dtypes=("float64",), **kwargs)
 
 
 def random_state(t, kind: str, B: int, H: int, dtype):
@@ -844,6 +841,39 @@ def token_list(value, what: str) -> list:
     return list(value)
 
 
+def decoder_matrix(t, fn: str) -> properties.Graded:
+    """A decoder's samples for the property matrix, on grader-made TableModels (the reference's holds the same table).
+
+    Edges: max_len=0 (no token; beam_search's one empty hypothesis, score 0.0, whatever alpha), a prefix of one
+    token, max_len=1, a beam of one. Extremes: logits of thousands with a clear winner in every context, where
+    softmax is one-hot (sampling gives the greedy sequence at any temperature) and exp by hand overflows."""
+    def model(table):
+        return properties.Both(t.student.TableModel(torch.from_numpy(table)), t.ref.TableModel(torch.from_numpy(table)))
+    quiet, loud, S = model(random_table(t, 5)), model(loud_table(t, 5)), properties.Sample
+    if fn == "beam_search":
+        edges = [S(f"TableModel (V = 5), prefix [1, 2], beam_size={k}, max_len=0, eos_id=4, alpha={a}",
+                   (quiet, [1, 2], k, 0, 4), {"alpha": a}) for k, a in ((3, 0.6), (1, 1.0), (2, 0.0))]
+        edges += [S("TableModel (V = 5), prefix [3] (one token), beam_size=2, max_len=1, eos_id=4, alpha=1.0",
+                    (quiet, [3], 2, 1, 4), {"alpha": 1.0})]
+        extremes = [S(f"TableModel (logits of thousands), prefix [1], beam_size={k}, max_len=4, eos_id=0, alpha=1.0",
+                      (loud, [1], k, 4, 0), {"alpha": 1.0}) for k in (2, 3)]
+    elif fn == "sample":
+        edges = [S("TableModel (V = 5), prefix [1, 2], max_len=0, eos_id=4, seed=3", (quiet, [1, 2], 0, 4), {"seed": 3}),
+                 S("TableModel (logits of thousands), prefix [3] (one token), max_len=1, eos_id=4, temperature=0.5",
+                   (loud, [3], 1, 4), {"temperature": 0.5})]
+        extremes = [S(f"TableModel (logits of thousands), prefix [1, 2], max_len=5, eos_id=4, temperature={temp}, "
+                      f"seed={seed}", (loud, [1, 2], 5, 4), {"temperature": temp, "seed": seed})
+                    for temp, seeds in ((1.0, range(3)), (0.05, range(3)), (0.01, range(1))) for seed in seeds]
+    else:
+        edges = [S("TableModel (V = 5), prefix [1, 2], max_len=0, eos_id=4", (quiet, [1, 2], 0, 4)),
+                 S("TableModel (V = 5), prefix [3] (one token), max_len=1, eos_id=0", (quiet, [3], 1, 0))]
+        extremes = [S("TableModel (logits of thousands), prefix [1, 2], max_len=5, eos_id=4", (loud, [1, 2], 5, 4))]
+    generator = S("TableModel (V = 5), prefix [1, 2], max_len=6, eos_id=4, temperature=1.0, seed=5", (quiet, [1, 2], 6, 4),
+                  {"temperature": 1.0, "seed": 5}) if fn == "sample" else None
+    return properties.Graded(fn, getattr(t.student, fn), getattr(t.ref, fn), {"edges": edges, "extremes": extremes},
+                             generator)
+
+
 @check(6, 2, "greedy_decode: whole sequences on random table models, stopping at </s> (eos 0 or 4), max_len, "
              "prefixes of 1 and 3 tokens", uses=("greedy_decode",),
        hint="feed the prefix once, then one token at a time with the returned state; stop right after eos_id.")
@@ -861,13 +891,8 @@ def greedy_hidden(t):
             got = token_list(call_pure(t.student.greedy_decode, t.student.TableModel(torch.from_numpy(table)), prefix,
                                        max_len, eos, what=what), what)
             assert_equal(got, grader_greedy(table, prefix, max_len, eos), what)
-    table = loud_table(t, 5)
-    model = t.student.TableModel(torch.from_numpy(table))
-    for max_len in (0, 5):
-        what = f"greedy_decode(TableModel(a table of logits of thousands), prefix=[1, 2], max_len={max_len}, eos_id=4)"
-        got = token_list(call_pure(t.student.greedy_decode, model, [1, 2], max_len, 4, what=what), what)
-        assert_equal(got, grader_greedy(table, [1, 2], max_len, 4), what + (" (max_len=0: no new token)" if not max_len
-                                                                            else " (NaN from exp by hand?)"))
+    properties.run(decoder_matrix(t, "greedy_decode"))
+    model = t.student.TableModel(torch.from_numpy(loud_table(t, 5)))
     default_device_probe(t.student.greedy_decode, [model, [1, 2], 3, 4], "greedy_decode(TableModel, [1, 2], 3, 4)")
 
 
@@ -929,23 +954,8 @@ def sample_hidden(t):
     assert_equal(token_list(t.student.sample(model, prefix, 6, eos), what),
                  token_list(t.student.sample(model, prefix, 6, eos, 1.0, 0), what),
                  f"sample(TableModel, {prefix}, 6, {eos}) (defaults) vs the same with temperature=1.0, seed=0")
-    assert_global_generator_untouched(t.student, lambda: t.student.sample(model, prefix, 6, eos, temperature=1.0, seed=5),
-                                      f"sample(TableModel, {prefix}, 6, {eos}, temperature=1.0, seed=5)",
-                                      seed=20261126)
-    # logits of thousands, and a tiny temperature: softmax is one-hot, so every seed gives the greedy sequence
-    table = loud_table(t, 5)
-    loud = t.student.TableModel(torch.from_numpy(table))
-    for temperature, seeds in ((1.0, range(3)), (0.05, range(3)), (0.01, range(1))):
-        expected = grader_greedy(table, [1, 2], 5, 4)
-        for seed in seeds:
-            what = (f"sample(TableModel(a table of logits of thousands), [1, 2], 5, 4, temperature={temperature}, "
-                    f"seed={seed})")
-            got = token_list(call_pure(t.student.sample, loud, [1, 2], 5, 4, temperature=temperature, seed=seed,
-                                       what=what), what)
-            assert_equal(got, expected, what + ": softmax(logits / temperature) is one-hot here (the greedy sequence); "
-                                               "exp(logits / temperature) by hand overflows, torch.softmax does not")
-    what = "sample(TableModel, [1, 2], max_len=0, eos_id=4)"
-    assert_equal(token_list(t.student.sample(loud, [1, 2], 0, 4), what), [], what + " (no new token)")
+    properties.run(decoder_matrix(t, "sample"), student=t.student)
+    loud = t.student.TableModel(torch.from_numpy(loud_table(t, 5)))
     default_device_probe(t.student.sample, [loud, [1, 2], 3, 4], "sample(TableModel, [1, 2], 3, 4)")
 
 
@@ -1046,15 +1056,8 @@ def beam_narrow(t):
                                              alpha=alpha)
                 assert_equal([b[0] for b in beams], [list(tokens) for tokens, _ in expected],
                               what + ": the returned hypotheses, best first")
-    table = loud_table(t, V)
-    model = t.student.TableModel(torch.from_numpy(table))
-    for width in (2, 3):
-        what = (f"beam_search(TableModel(a table of logits of thousands), [1], beam_size={width}, max_len=4, eos_id=0, "
-                "alpha=1.0) (log-probabilities of hundreds: use torch.log_softmax, log(softmax) gives -inf)")
-        beams = beam_list(call_pure(t.student.beam_search, model, [1], width, 4, 0, alpha=1.0, what=what), what, width)
-        assert_beams_consistent(beams, table, [1], 4, 0, 1.0, what)
-        expected = t.ref.beam_search(t.ref.TableModel(torch.from_numpy(table)), [1], width, 4, 0, alpha=1.0)
-        assert_equal([b[0] for b in beams], [list(tokens) for tokens, _ in expected], what + ": the hypotheses")
+    properties.run(decoder_matrix(t, "beam_search"))
+    model = t.student.TableModel(torch.from_numpy(loud_table(t, V)))
     default_device_probe(t.student.beam_search, [model, [1], 2, 3, 0], "beam_search(TableModel, [1], 2, 3, 0)")
 
 

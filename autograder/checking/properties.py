@@ -35,7 +35,11 @@ from autograder.checking.torch_checks import MODULE_TOLERANCES, assert_global_ge
 from autograder.errors import CheckFailed
 
 PROPERTIES = ("extremes", "edges", "shapes", "inputs", "generator")
-GRAD_TOL = (1e-7, 1e-9)  # float64 gradients against the reference's, as gradcheck's reference comparison
+GRAD_TOL = (1e-7, 1e-9)
+HINTS = {"extremes": " At inputs this large, exp by hand overflows (inf / inf is NaN, log(0) is -inf) and a "
+                     "probability rounds to 0: use torch.softmax, log_softmax, tanh and sigmoid, and compare logits.",
+         "edges": " The docstring allows this size: an empty result (no token, zero columns) or a single step.",
+         "shapes": " The docstring allows these shapes: work on the last dimension (dim=-1, ...), not a fixed one."}  # float64 gradients against the reference's, as gradcheck's reference comparison
 
 
 @dataclass(frozen=True)
@@ -176,7 +180,7 @@ def check_sample(graded: Graded, prop: str, sample: Sample) -> None:
     try:
         compare(got, expected, "the output", tolerance(sample))
     except CheckFailed as exc:
-        raise failure(prop, graded, sample, str(exc)) from None
+        raise failure(prop, graded, sample, str(exc) + HINTS.get(prop, "")) from None
     if prop == "extremes" and (sample.wrt or isinstance(sample.reference or graded.reference, torch.nn.Module)):
         check_gradients(graded, sample)
 
