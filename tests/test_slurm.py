@@ -1,6 +1,7 @@
 """The Slurm recipe of docs/tas.md on a real one-node cluster started here: a batch graded as a job
 array of shards, merged by a dependent job, equals one run on this machine (timings aside); a
-shard that never ran makes the merge job fail with exit status 3 and write nothing.
+shard that never ran makes the merge job fail with exit status 3 and write nothing. And, without a
+cluster, the recipe's own submit lines run as written: each job's log folder exists when it starts.
 
 The cluster is Debian's slurm-wlm and munge on localhost only: a munge key, a slurm.conf on free
 ports, state and spool folders, all under this test's tmp folder; every daemon is stopped at the
@@ -8,6 +9,7 @@ end. It runs where `sbatch` is on PATH (apt-get install slurm-wlm munge) and ski
 Grading is the small copy of `ngram` from test_batch (under a second per submission). Run with
 `-s` to see the commands and timings quoted in docs/tas.md.
 """
+import json
 import os
 import re
 import secrets
@@ -26,7 +28,7 @@ from tests.test_batch import WRONG_TOKENIZE, points, read_grades, solution, tiny
 from tests.test_shards import assert_same_outputs, command
 
 DAEMONS = ("sbatch", "scontrol", "sinfo", "slurmctld", "slurmd", "munged")
-pytestmark = [
+needs_slurm = [
     pytest.mark.skipif(shutil.which("sbatch") is None,
                        reason="sbatch is not on PATH (a one-node Slurm cluster needs Debian's slurm-wlm and munge)"),
     pytest.mark.skipif(shutil.which("sbatch") is not None and any(shutil.which(d) is None for d in DAEMONS),
@@ -177,6 +179,14 @@ def job_env(tiny, subs: Path, grades: Path) -> dict:
             "GRADES": str(grades), "SHARDS": str(SHARDS), "CONFINEMENT": "" if confined else "--allow-unconfined"}
 
 
+def slurm(test):
+    """The tests that start a real one-node cluster: they skip where it cannot be started."""
+    for mark in needs_slurm:
+        test = mark(test)
+    return test
+
+
+@slurm
 def test_a_job_array_of_shards_and_a_merge_job_equal_one_run(tmp_path, tiny, cluster):
     subs, grades, single = tmp_path / "subs", tmp_path / "grades", tmp_path / "single"
     subs.mkdir()
@@ -211,6 +221,7 @@ def test_a_job_array_of_shards_and_a_merge_job_equal_one_run(tmp_path, tiny, clu
     assert len(read_grades(grades)) == 10 and read_grades(grades)["student1"]["total"] == points(tiny)
 
 
+@slurm
 def test_a_shard_that_never_ran_fails_the_merge_job_with_status_3(tmp_path, tiny, cluster):
     subs, grades = tmp_path / "subs", tmp_path / "grades"
     subs.mkdir()
@@ -236,3 +247,62 @@ def test_a_shard_that_never_ran_fails_the_merge_job_with_status_3(tmp_path, tiny
     cluster.wait(rerun, merge)
     assert cluster.job(merge)[0]["ExitCode"] == "0:0", (tmp_path / "merge.out").read_text()
     assert {row["total"] for row in read_grades(grades).values()} == {points(tiny)}
+
+
+# ---- the recipe as docs/tas.md writes it -----------------------------------------------------------
+FAKE_SBATCH = """#!{python}
+# Submits nothing: records what a job would need when it starts. Slurm opens a job's log (its
+# --output, relative to the folder sbatch ran in) when the job starts, and never creates its folder.
+import json, os, re, sys
+args, script, output = sys.argv[1:], None, None
+i = 0
+while i < len(args):
+    a = args[i]
+    if a.startswith("--output="):
+        output = a.split("=", 1)[1]
+    elif a == "--wrap":
+        i += 1
+    elif not a.startswith("-") and script is None:
+        script = a
+    i += 1
+if output is None and script:
+    found = re.search(r"^#SBATCH --output=(\\S+)", open(script).read(), re.M)
+    output = found and found.group(1)
+log = output or "slurm-%j.out"
+folder = os.path.dirname(log) or "."
+with open(os.environ["FAKE_SBATCH_LOG"], "a") as f:
+    f.write(json.dumps({{"args": args, "log": log, "folder_exists": os.path.isdir(folder)}}) + "\\n")
+print("4242" if "--parsable" in args else "Submitted batch job 4242")
+"""
+
+
+def recipe() -> tuple[str, str]:
+    """(grade-shards.sbatch, the lines that submit it) from docs/tas.md's Slurm section."""
+    text = (ROOT / "docs" / "tas.md").read_text()
+    section = text.split("### Slurm: a job array, then a merge job", 1)[1].split("\n### ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
+    assert len(blocks) >= 2, "the Slurm section lost its script or its submit lines"
+    return blocks[0], blocks[1]
+
+
+def test_the_slurm_recipe_makes_its_log_folder_before_it_submits(tmp_path):
+    """The submit lines of docs/tas.md run as written (bash, from a fresh folder) with an `sbatch` that
+    records each job: every job's log folder exists when it is submitted, the array's and the merge's."""
+    script, submit = recipe()
+    assert "#SBATCH --output=logs/" in script  # the folder this recipe must make
+    (tmp_path / "grade-shards.sbatch").write_text(script)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "sbatch"
+    fake.write_text(FAKE_SBATCH.format(python=sys.executable))
+    fake.chmod(0o755)
+    record = tmp_path / "submitted.jsonl"
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", FAKE_SBATCH_LOG=str(record))
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", submit], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    jobs = [json.loads(line) for line in record.read_text().splitlines()]
+    assert len(jobs) == 2, jobs  # the array, then the merge
+    assert jobs[0]["log"].startswith("logs/") and jobs[1]["log"].startswith("logs/"), jobs
+    assert "--dependency=afterany:4242" in jobs[1]["args"]  # the merge waits for the array just submitted
+    assert all(job["folder_exists"] for job in jobs), f"a job's log folder did not exist when submitted: {jobs}"
