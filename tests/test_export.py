@@ -7,6 +7,9 @@ exported in tests/test_notebooks.py.
 import base64
 import hashlib
 import io
+import re
+import shutil
+import subprocess
 import sys
 import unicodedata
 
@@ -132,15 +135,64 @@ def test_figures_and_answers_land_on_their_question_pages(tmp_path):
     assert "The loss falls because smoothing moves mass." in " ".join(t for t, _ in pages[starts[0]:starts[1]])
 
 
-def test_without_any_pdf_route_it_writes_html_and_says_what_to_install(tmp_path, monkeypatch):
-    path, _ = student_notebook(assignments.get("ngram"), tmp_path)
+def no_pdf_route(monkeypatch) -> None:
     monkeypatch.setattr(export, "_browser", lambda: None)
     monkeypatch.setattr(export.shutil, "which", lambda name: None)
     monkeypatch.setitem(sys.modules, "playwright", None)  # nbconvert's webpdf route: no Playwright
-    written, how = export.export(path)
-    assert written.suffix == ".html" and written.is_file()
-    assert "install Chromium" in how and "print it to PDF" in how
+
+
+def test_without_any_pdf_route_it_writes_html_and_says_what_to_install(tmp_path, monkeypatch):
+    path, _ = student_notebook(assignments.get("ngram"), tmp_path)
+    no_pdf_route(monkeypatch)
+    with pytest.raises(export.NoPdfRoute) as info:
+        export.export(path)
+    written = info.value.written
+    assert written == tmp_path / "ngram-written.html" and written.is_file()
+    assert not (tmp_path / "ngram-written.pdf").exists()
+    said = str(info.value)
+    assert "ngram-written.pdf was not written" in said and str(written) in said
+    assert "install Chromium" in said and "print it to PDF" in said
     assert "break-before: page" in written.read_text()
+
+
+def test_export_asked_for_a_pdf_it_cannot_make_exits_1_and_names_the_html(tmp_path, monkeypatch, capsys):
+    """`--output answers.pdf` with no PDF route: exit 1, answers.pdf absent, the HTML named; a script
+    that checks the status (or the file it asked for) never takes the HTML for the PDF."""
+    path, _ = student_notebook(assignments.get("ngram"), tmp_path)
+    no_pdf_route(monkeypatch)
+    assert cli.main(["export", str(path), "--output", str(tmp_path / "answers.pdf")]) == 1
+    out, err = capsys.readouterr()
+    assert not (tmp_path / "answers.pdf").exists() and (tmp_path / "answers.html").is_file()
+    assert out == "" and "answers.pdf was not written" in err and str(tmp_path / "answers.html") in err
+    assert cli.main(["export", str(path), "--output", str(tmp_path / "mine.html")]) == 0  # HTML asked for: made
+    assert (tmp_path / "mine.html").is_file() and "wrote" in capsys.readouterr().out
+
+
+def test_the_install_hint_is_copyable_in_zsh_as_in_bash(tmp_path, monkeypatch):
+    """Every command the message quotes runs as pasted, in a shell where an unmatched glob is an
+    error: zsh's default (macOS's shell), and bash with failglob where zsh is not installed. The
+    unquoted `pip install nbconvert[webpdf]` failed there with "no matches found"."""
+    path, _ = student_notebook(assignments.get("ngram"), tmp_path)
+    no_pdf_route(monkeypatch)
+    with pytest.raises(export.NoPdfRoute) as info:
+        export.export(path)
+    commands = re.findall(r"`([^`]+)`", str(info.value))
+    assert 'pip install "nbconvert[webpdf]"' in commands, commands
+    assert 'pip install "nbconvert[webpdf]"' in (assignments.ROOT / "docs" / "students.md").read_text()
+    fake = "pip() { printf '%s\\n' \"$@\"; }; playwright() { :; }; sudo() { :; }"
+    shells = [[shutil.which("zsh"), "-c"]] if shutil.which("zsh") else []
+    shells.append(["bash", "-O", "failglob", "-c"])
+    for shell in shells:
+        for command in commands:
+            proc = subprocess.run([*shell, f"{fake}; {command}"], cwd=tmp_path, capture_output=True, text=True,
+                                  timeout=30)
+            assert proc.returncode == 0 and "no match" not in proc.stderr, (shell, command, proc.stderr)
+        proc = subprocess.run([*shell, f"{fake}; pip install nbconvert[webpdf]"], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=30)
+        assert proc.returncode != 0  # the shell really refuses the unquoted form: the check can fail
+    proc = subprocess.run(["bash", "-O", "failglob", "-c", f'{fake}; pip install "nbconvert[webpdf]"'],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.stdout.split() == ["install", "nbconvert[webpdf]"]  # pip gets the extra as written
 
 
 def test_a_notebook_without_written_questions_gets_a_clear_message(tmp_path, capsys):

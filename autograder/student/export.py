@@ -7,8 +7,9 @@ never their code) and the student's answer, and nothing else: no code, no hidden
 Nothing is run and the notebook is only read.
 
 Routes, in order: nbconvert's HTML printed by a headless Chromium (the system's, or Playwright's
-through nbconvert's `webpdf`), nbconvert's LaTeX PDF where `xelatex` is installed, else the HTML
-with what to install. Cells are found by the tags the build gives them (`written`, `answer`,
+through nbconvert's `webpdf`), nbconvert's LaTeX PDF where `xelatex` is installed. Without any of
+them the HTML is written and `NoPdfRoute` raised (`lmgrade export` exits 1): a PDF was asked for
+and none was made. Cells are found by the tags the build gives them (`written`, `answer`,
 `figure`; see autograder/authoring/source.py).
 """
 from __future__ import annotations
@@ -37,6 +38,24 @@ KEPT_OUTPUTS = ("image/png", "image/jpeg", "image/svg+xml", "text/plain")  # no 
 
 class ExportError(RuntimeError):
     """The notebook cannot be exported (unreadable, no written questions)."""
+
+
+class NoPdfRoute(ExportError):
+    """A PDF was asked for and none could be made here; the HTML to print is at `written`.
+
+    Why an error and not a quiet fallback: `lmgrade export --output answers.pdf` that exits 0 after
+    writing answers.html reads as success to a script or a student who then uploads nothing (or an
+    older answers.pdf). So the command exits 1, and the message names the HTML it wrote instead."""
+
+    def __init__(self, message: str, written: Path):
+        super().__init__(message)
+        self.written = written
+
+
+# what to install for a PDF, as commands a student can paste into bash or zsh (macOS's shell, where
+# an unquoted `nbconvert[webpdf]` is a glob that fails with "no matches found")
+INSTALL_HINT = ("install Chromium (`sudo apt install chromium`, or `pip install \"nbconvert[webpdf]\"` then "
+                "`playwright install chromium`) and export again")
 
 
 @dataclass
@@ -183,7 +202,7 @@ def export(notebook: Path, dest: Path | None = None, *, html_only: bool = False)
     pdf = Path(dest) if dest else notebook.with_name(f"{notebook.stem}-written.pdf")
     html_path = pdf.with_suffix(".html")
     html = html_of(written).replace("</head>", f"{PAGE_CSS}</head>", 1)
-    if html_only:
+    if html_only or pdf.suffix.lower() in (".html", ".htm"):  # `--output answers.html` asks for HTML too
         html_path.write_text(html, encoding="utf-8")
         return html_path, "wrote the HTML (asked for with --html)"
     browser = _browser()
@@ -204,6 +223,6 @@ def export(notebook: Path, dest: Path | None = None, *, html_only: bool = False)
         pdf.write_bytes(data)
         return pdf, "typeset by nbconvert's LaTeX route (xelatex)"
     html_path.write_text(html, encoding="utf-8")
-    return html_path, ("no PDF route here, so this is HTML: open it in a browser and print it to PDF (each question "
-                       "starts a page), or install Chromium (`apt install chromium`, or `pip install "
-                       "nbconvert[webpdf]` then `playwright install chromium`) and export again.")
+    raise NoPdfRoute(f"no PDF could be made here, so {pdf.name} was not written; the answers are in {html_path} "
+                     "instead: open it in a browser and print it to PDF (each question starts a page), or "
+                     f"{INSTALL_HINT}.", html_path)
