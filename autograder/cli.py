@@ -244,8 +244,7 @@ def _build(args) -> int:
             written = bundle.write(args.student_bundle, chosen)
         except bundle.BundleError as exc:
             raise ValueError(str(exc)) from None
-        print(f"student bundle: {len(written)} files in {args.student_bundle} "
-              f"(install: cd {args.student_bundle} && pip install -e .)")
+        print(bundle.closing_lines(args.student_bundle, written))
     return 0
 
 

@@ -140,7 +140,11 @@ def test_rebuild_replaces_an_old_bundle_but_never_another_folder(tmp_path, monke
     (dest / "stale.txt").write_text("from last year")
     monkeypatch.setattr(build, "build", lambda **kwargs: [])  # do not rewrite the working tree's generated files
     assert cli.main(["build", "--student-bundle", str(dest), "--assignment", FINISHED[0]]) == 0
-    assert "pip install -e ." in capsys.readouterr().out
+    said = capsys.readouterr().out
+    students = (assignments.ROOT / "docs" / "students.md").read_text()
+    install = next(line for line in students.splitlines() if line.startswith("pip install -e . jupyterlab"))
+    assert said.splitlines()[-1].strip() == install  # the same install as docs/students.md: JupyterLab, CPU torch
+    assert f"cd {dest} && python -m venv .venv" in said
     assert not (dest / "stale.txt").exists() and (dest / "starter_notebooks" / f"{FINISHED[0]}.ipynb").exists()
     other = tmp_path / "thesis"
     other.mkdir()

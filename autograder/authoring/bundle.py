@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import configparser
 import importlib.metadata
+import shlex
 import shutil
 from pathlib import Path
 
@@ -94,6 +95,22 @@ def torch_pin() -> str:
         return "2.13.0"
 
 
+def install_command(pin: str | None = None) -> str:
+    """The one install students run in the bundle (docs/students.md, the bundle's README): the engine,
+    JupyterLab and the grader's torch, CPU-only (not several GB of CUDA libraries)."""
+    return (f'pip install -e . jupyterlab "torch=={pin or torch_pin()}+cpu" '
+            "--extra-index-url https://download.pytorch.org/whl/cpu")
+
+
+def closing_lines(dest: Path, written: list[Path]) -> str:
+    """What `lmgrade build --student-bundle` ends with: where the bundle is, and how to try it as a
+    student does (the same install as docs/students.md, not a bare `pip install -e .` that leaves
+    students without JupyterLab or pulls a CUDA torch)."""
+    return (f"student bundle: {len(written)} files in {dest}; to try it as a student does (docs/students.md):\n"
+            f"  cd {shlex.quote(str(dest))} && python -m venv .venv && . .venv/bin/activate\n"
+            f"  {install_command()}")
+
+
 def _readme(chosen: list[Assignment], data_dir: str) -> str:
     rows = "".join(f"| `{a.id}` | {a.title} | `starter_notebooks/{a.id}.ipynb` |\n" for a in chosen)
     pin = torch_pin()
@@ -109,7 +126,7 @@ Python 3.11 or newer. Inside this folder, in a virtual environment (`python -m v
 `source .venv/bin/activate`, or `.venv\\Scripts\\activate` on Windows), one command:
 
 ```sh
-pip install -e . jupyterlab "torch=={pin}+cpu" --extra-index-url https://download.pytorch.org/whl/cpu
+{install_command(pin)}
 ```
 
 That is the grader's torch ({pin}), CPU-only (about 290 MB to download with JupyterLab, about 1.3 GB
@@ -163,8 +180,8 @@ export_answers()             # writes <notebook>-written.pdf beside the notebook
 ```
 
 or from a shell, `lmgrade export starter_notebooks/{first}.ipynb`. Each question starts a new page
-with its figures and your answer. It needs Chromium (or Chrome) installed; without one it writes
-HTML that you print to PDF from your browser.
+with its figures and your answer. It needs Chromium (or Chrome) installed; without one no PDF is
+made: it writes HTML beside the notebook, says so, and you print that to PDF from your browser.
 
 ## Data
 
