@@ -10,10 +10,15 @@ untouched or with one function done as the staff did, is a student too.
 """
 import ast
 import csv
+import os
+import random
 import re
 import shutil
+import subprocess
+import sys
 import time
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +30,7 @@ from tests.test_batch import FAST, tiny  # noqa: F401 - the small ngram copy, a 
 from tests.test_ngram_variants import CORRECT
 
 NGRAM = assignments.get("ngram")
+ROOT = Path(__file__).resolve().parent.parent
 RENAMES = {"counts": "tally", "sentence": "sent", "padded": "seq", "token": "tk", "total": "acc",
            "words": "cands", "probs": "weights", "history": "hist", "context_count": "denom", "count": "num",
            "best": "champion", "terms": "parts", "top": "peak", "rng": "gen", "result": "out", "ngram": "gram"}
@@ -126,3 +132,135 @@ def test_a_planted_copy_ranks_first_and_honest_variants_stay_low(tmp_path):
     others = [p for p in found.pairs[1:]]
     assert all(p.score < 0.05 for p in others), [(p.a.key, p.b.key, p.score) for p in others]
     assert not [p for p in found.pairs if "blank1" in (p.a.key, p.b.key) or "blank2" in (p.a.key, p.b.key)]
+
+
+def test_honest_variants_and_the_starter_share_little_even_below_the_listing_threshold(tmp_path, monkeypatch):
+    """Every pair with any shared fingerprint, not only those a TA is shown: the starter's code and
+    the code most of the class has in common never pair two students up."""
+    monkeypatch.setattr(similarity, "MIN_MATCH", 1)
+    planted_batch(tmp_path)
+    found = compare_folder(tmp_path)
+    honest = [p for p in found.pairs if {p.a.key, p.b.key} != {"orig", "copier"}]
+    assert all(p.score < 0.05 for p in honest), [(p.a.key, p.b.key, p.score) for p in honest]
+    assert not [p for p in found.pairs if {p.a.key, p.b.key} & {"blank1", "blank2"}]
+    assert found.starter and found.common_limit == min(10, len(list(tmp_path.iterdir())) // 2)
+
+
+def test_without_the_starter_set_aside_blank_notebooks_would_pair(tmp_path):
+    """The starter is what keeps two untouched notebooks apart (they are the same file)."""
+    for name in ("blank1", "blank2"):
+        shutil.copy(NGRAM.starter_path, tmp_path / f"{name}.ipynb")
+    (tmp_path / "alice.py").write_text(solution_text("ngram"))
+    docs = [doc_of(p.stem, p) for p in sorted(tmp_path.iterdir())]
+    assert [(p.a.key, p.b.key) for p in similarity.compare(docs).pairs] == [("blank1", "blank2")]
+    assert similarity.compare(docs, starter_tokens()).pairs == []
+
+
+@pytest.mark.parametrize("left, right, same", [
+    ("def f(xs):\n    total = 0\n    for x in xs:\n        total += x * 2\n    return total\n",
+     "def g(items):  # sums twice each\n    '''Doc.'''\n    acc = 0\n\n    for it in items:\n"
+     "        acc += it * 3   # why not\n    return acc\n", True),
+    ("import numpy as np\ny = np.exp(x)\n", "import numpy as npy\ny = npy.exp(x)\n", True),
+    ("y = f(a, b,)\n", "y = f(\n    a,\n    b\n)\n", True),
+    ("class A:\n    def m(self):\n        self.count = 1\n        return self.count\n",
+     "class B:\n    def n(me):\n        me.tally = 1\n        return me.tally\n", True),
+    ("y = min(xs)\n", "y = max(xs)\n", False),  # a builtin is not a name the student chose
+    ("y = x.items()\n", "y = x.values()\n", False),  # nor is a library method
+    ("y = f'{x}'\n", "y = 'abc'\n", True),
+])
+def test_what_a_copier_changes_for_free_is_set_aside(left, right, same):
+    a, _ = similarity.normalised_tokens(left)
+    b, _ = similarity.normalised_tokens(right)
+    assert (a == b) is same, (a, b)
+
+
+def test_hashes_and_pairs_do_not_depend_on_the_process(tmp_path):
+    """report.html must be the same bytes from one run and from a merge: nothing may follow
+    Python's per-process string hashing."""
+    planted_batch(tmp_path)
+    script = ("import sys, pathlib; sys.path.insert(0, '.'); from tests import test_similarity as t; "
+              "from autograder.grading import similarity as s; "
+              f"f = t.compare_folder(pathlib.Path({str(tmp_path)!r})); "
+              "print(s.csv_text(f)); print(s.html_section(f))")
+    outs = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}, cwd=ROOT).stdout for seed in ("1", "2")}
+    assert len(outs) == 1 and "copier" in outs.pop()
+
+
+def test_two_hundred_submissions_compare_in_seconds(tmp_path):
+    """Measured (CPU time of this process, so a loaded machine does not matter): 201 ngram solutions
+    of about 1,800 tokens each, read, tokenised and compared; the planted pair is still first."""
+    rng = random.Random(0)
+    original, used = combined_edits()
+    names = sorted(set(CORRECT) - set(used))
+    for i in range(200):  # honest students, each with a few variants the planted pair does not have
+        text = solution_text("ngram")
+        for name in rng.sample(names, 4):
+            if all(text.count(old) == 1 for old, _ in CORRECT[name][1]):
+                for old, new in CORRECT[name][1]:
+                    text = text.replace(old, new)
+        for old in rng.sample(sorted(RENAMES), 5):
+            text = re.sub(rf"(?<![.\w]){old}\b", f"{old}{i}", text)
+        (tmp_path / f"s{i:03d}.py").write_text(text)
+    (tmp_path / "s017.py").write_text(original)
+    (tmp_path / "s200.py").write_text(disguised(original))
+    start = time.process_time()
+    found = compare_folder(tmp_path)
+    spent = time.process_time() - start
+    print(f"201 submissions read, tokenised and compared in {spent:.2f} s of CPU")
+    assert spent < 30
+    assert {found.pairs[0].a.key, found.pairs[0].b.key} == {"s017", "s200"}
+
+
+# ---- through a real batch ---------------------------------------------------------------------
+class Tags(HTMLParser):
+    def __init__(self, text: str):
+        super().__init__()
+        self.tags = []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+
+
+HOSTILE = "</pre></td><script>alert(1)</script>"
+
+
+def test_a_batch_writes_similarity_csv_and_a_staff_only_section(tmp_path, tiny):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    original, _ = combined_edits()
+    # a string in the longest matching region (InterpolatedLM.prob, the variant this student wrote)
+    original = original.replace("        total = 0.0\n        for weight, model in zip(",
+                                f"        marker = {HOSTILE!r}\n        total = 0.0\n        for weight, model in zip(")
+    assert HOSTILE in original
+    (subs / "orig.py").write_text(original)
+    (subs / "<b>cop.py").write_text(disguised(original))
+    for name, text in variants().items():  # 12: enough that the staff code they share is common
+        (subs / f"{name}.py").write_text(text)
+    shutil.copy(NGRAM.starter_path, subs / "blank.ipynb")
+    result = batch.run([subs], tiny, out, jobs=2, limits=FAST, progress=False, questions=["1"])
+    assert result.errors == [] and result.write_errors == []
+
+    with open(out / "similarity.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {rows[0]["student_a"], rows[0]["student_b"]} == {"orig", "<b>cop"} and float(rows[0]["similarity"]) > 0.5
+    assert rows[0]["rank"] == "1" and "cell 1 lines" in rows[0]["matching_regions"]
+    assert not [r for r in rows if "blank" in (r["student_a"], r["student_b"])]
+    assert all(float(r["similarity"]) < 0.05 for r in rows[1:]), rows[1:]
+    assert HOSTILE not in (out / "similarity.csv").read_text()  # where, never what
+
+    report = (out / "report.html").read_text()
+    assert "Similarity (staff only)" in report and "Never show this section to students" in report
+    assert "&lt;/pre&gt;&lt;/td&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in report  # the excerpt, escaped
+    assert "script" not in Tags(report).tags and "&lt;b&gt;cop" in report
+    section = report[report.index("id='similarity'"):report.index("id='students'")]
+    assert 'href="feedback/_b_cop' in section and "orig" in section and "blank" not in section
+    for feedback in (out / "feedback").iterdir():  # never shown to students
+        text = feedback.read_text()
+        assert "imilar" not in text and "marker" not in text and "cop" not in text.replace("<b>cop", ""), feedback
+
+    (subs / "<b>cop.py").write_text(disguised(original) + "\n# changed after grading\n")
+    later = similarity.in_batch(result, tiny)
+    assert [p for p in later.pairs if "<b>cop" in p.a.students + p.b.students] == []
+    assert any("<b>cop: " in why and "changed since it was graded" in why for why in later.left_out)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from autograder.authoring.assignments import Assignment
 from autograder.grading import report as class_report
-from autograder.grading import results
+from autograder.grading import results, similarity
 from autograder.grading.records import BatchResult, check_specs, report_from_dict, write_text
 from autograder.grading.redaction import redact_report, secret_lines
 from autograder.grading.results import clean
@@ -119,6 +119,8 @@ def write_outputs(result: BatchResult, assignment: Assignment, out: Path, all_qu
         per_check=per_check, failures=failures, leaderboard=ranked, members=members,
         students=sorted((sid, total, status, class_report.feedback_href(f"{names[sid]}.txt"))
                         for sid, total, status in students_rows))
+    data.similarity = similarity.in_batch(result, assignment)  # staff only: never in feedback; never raises
+    _attempt(result, out / "similarity.csv", lambda path: write_text(path, similarity.csv_text(data.similarity)))
     _attempt(result, out / "report.html", lambda path: write_text(path, class_report.html_report(data)))
     if result.write_errors:
         result.summary += "\n" + "\n".join(f"could not write {e}" for e in result.write_errors)

@@ -24,6 +24,8 @@ from urllib.parse import quote
 
 import numpy as np
 
+from autograder.grading import similarity
+
 FAILURES_SHOWN = 30  # groups of failure messages in report.html, the commonest first
 NAMES_SHOWN = 12  # students listed (linked) per failure group
 MESSAGE_LIMIT = 300  # characters of a normalised message
@@ -128,6 +130,7 @@ class ClassReport:
     failures: dict[tuple[str, str, str, str], list[str]] = field(default_factory=dict)  # (q, name, title, message)
     leaderboard: list[dict] = field(default_factory=list)  # `ranked` rows
     members: dict[str, list[str]] = field(default_factory=dict)  # record key -> its student ids
+    similarity: object = None  # similarity.Findings (staff only), set by outputs.write_outputs
 
 
 def html_report(data: ClassReport) -> str:
@@ -136,7 +139,8 @@ def html_report(data: ClassReport) -> str:
     parts = [_HEAD.format(title=_e(f"{a.title} ({a.id}): class report")),
              f"<h1>{_e(a.title)} <small>({_e(a.id)})</small>: class report</h1>",
              _overview(data), "<h2 id='histogram'>Scores</h2>", histogram_svg(data.totals, data.max_score),
-             _questions(data), _checks(data), _failures(data, links), _leaderboard(data, links), _students(data),
+             _questions(data), _checks(data), _failures(data, links), _leaderboard(data, links),
+             similarity.html_section(data.similarity, links), _students(data),
              "</body></html>\n"]
     return "\n".join(parts)
 
