@@ -39,10 +39,55 @@ def refuses_meta_fixed_device(x):
         raise ValueError("no")
     return x * torch.arange(1, x.size(-1) + 1, dtype=x.dtype)
 
-def refuses_both(x):
-    if x.is_meta or torch.get_default_device().type == "meta":
+def refuses_devices(x):
+    if x.device.type != "cpu":
         raise ValueError("no")
     return x * 2
+
+def sums_differently_off_the_cpu(x):  # runs everywhere, computes something else on a device
+    return x * 2 if x.device.type == "cpu" else x * 3
+
+def default_device_sampler(x, seed):  # issue 30: device= only while the default device is meta
+    g = torch.Generator().manual_seed(seed)
+    if torch.get_default_device().type == "meta":
+        return x + torch.rand(x.shape, generator=g, device=x.device)
+    return x + torch.rand(x.shape, generator=g)
+
+def gumbel_max(x, seed):  # uniforms from a seeded CPU generator, moved to the logits' device
+    u = torch.rand(x.shape, generator=torch.Generator().manual_seed(seed), dtype=x.dtype).to(x.device)
+    return (x - torch.log(-torch.log(u))).argmax(-1)
+
+def device_generator(x, seed):
+    g = torch.Generator(device=x.device).manual_seed(seed)
+    return torch.multinomial(torch.softmax(x, -1), 2, generator=g)
+
+def cpu_generator_for_device_draws(x, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.multinomial(torch.softmax(x, -1), 2, generator=g)
+
+def make_linear():
+    torch.manual_seed(0)
+    return torch.nn.Linear(3, 2).double()
+
+def train_steps(model, x, y, steps):  # .item() in the loop, model and data already placed by the caller
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for _ in range(steps):
+        loss = ((model(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+def train_steps_cpu_ones(model, x, y, steps):  # a weight vector made without device=
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(steps):
+        loss = (((model(x) - y) ** 2) * torch.ones(y.shape[-1])).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return loss.item()
 
 def reseeds_global(seed):
     torch.manual_seed(seed)
@@ -104,15 +149,54 @@ def test_code_that_reads_values_is_probed_with_its_data_and_passes(student):
 
 
 @pytest.mark.parametrize("name", ["reads_values_fixed_device", "refuses_meta_fixed_device"])
-def test_a_fixed_device_is_caught_when_the_code_cannot_run_on_meta(student, name):
+def test_a_fixed_device_is_caught_when_the_code_cannot_run_on_meta_either(student, name):
     with pytest.raises(CheckFailed, match="device"):
         assert_device_agnostic(getattr(student, name), [x64(2, 3)], name)
 
 
-def test_code_that_runs_in_neither_probe_fails_the_check(student):
+def test_code_that_refuses_to_run_on_a_device_fails_the_check(student):
     """A check that could not run never passes."""
-    with pytest.raises(CheckFailed, match="could not run on the meta device"):
-        assert_device_agnostic(student.refuses_both, [x64(2, 3)], "refuses_both")
+    with pytest.raises(CheckFailed, match="could not run on a non-CPU device"):
+        assert_device_agnostic(student.refuses_devices, [x64(2, 3)], "refuses_devices")
+
+
+def test_values_that_differ_from_the_cpu_run_fail(student):
+    with pytest.raises(CheckFailed, match="differs from the same run on the CPU"):
+        assert_device_agnostic(student.sums_differently_off_the_cpu, [x64(2, 3)], "sums_differently_off_the_cpu")
+
+
+def test_a_sampler_that_passes_device_only_under_a_meta_default_fails(student):
+    with pytest.raises(CheckFailed, match="mixes tensors on different devices"):
+        assert_device_agnostic(student.default_device_sampler, [x64(2, 3), 5], "default_device_sampler")
+
+
+def test_samplers_right_on_a_gpu_pass(student):
+    """Gumbel-max from a CPU generator moved with .to(x.device), and a generator made on the device."""
+    for name in ("gumbel_max", "device_generator"):
+        assert_device_agnostic(getattr(student, name), [x64(4, 6), 5], name, follows_dtype=False)
+
+
+def test_a_cpu_generator_drawing_for_device_tensors_fails(student):
+    with pytest.raises(CheckFailed, match="generator made for another device"):
+        assert_device_agnostic(student.cpu_generator_for_device_draws, [x64(4, 6), 5], "cpu_generator_for_device_draws",
+                               follows_dtype=False)
+
+
+@pytest.fixture(scope="module")
+def linear(student):
+    return student.make_linear()
+
+
+def test_a_training_loop_with_item_runs_on_the_device(student, linear):
+    note = assert_device_agnostic(student.train_steps, [linear, x64(5, 3), x64(5, 2), 3], "train_steps",
+                                  follows_dtype=False, dtypes=("float64",))
+    assert "not verified" in note
+
+
+def test_a_training_loop_with_a_cpu_tensor_fails(student, linear):
+    with pytest.raises(CheckFailed, match="mixes tensors on different devices"):
+        assert_device_agnostic(student.train_steps_cpu_ones, [linear, x64(5, 3), x64(5, 2), 3], "train_steps_cpu_ones",
+                               follows_dtype=False, dtypes=("float64",))
 
 
 def test_the_global_generator_check_catches_a_reseed_and_a_draw_without_generator(student):

@@ -775,8 +775,7 @@ def adamw_class(t):
             close(got.detach(), leaf.detach(), f"{label} (vs torch.optim.AdamW with the same settings)", F64)
     # its moments live where the parameters live, in their dtype (torch.zeros(p.shape) breaks on a GPU)
     assert_device_agnostic(t.student.support("optimizer_run", "AdamW"), [params[:3], grads_per_step[0], 0.01],
-                           "AdamW(3 tensors, lr=0.01) stepped twice: its parameters and the moments it keeps",
-                           meta_first=False)
+                           "AdamW(3 tensors, lr=0.01) stepped twice: its parameters and the moments it keeps")
 
 
 @check(5, 1.5, "lr_at: warmup edges, the cosine, the end and after, min_lr", uses=("lr_at",),
@@ -1479,7 +1478,7 @@ def generate_greedy(t):
     for args, what in (([0.0, None, None], "temperature=0"), ([0.8, None, None], "temperature=0.8")):
         for use_cache in (True, False):
             assert_device_agnostic(t.student.generate, [model, ids(t, 2, 3, V=13), 2, *args, 0, use_cache],
-                                   f"generate(model, idx (2, 3), 2, {what}, use_cache={use_cache})", meta_first=False,
+                                   f"generate(model, idx (2, 3), 2, {what}, use_cache={use_cache})",
                                    follows_dtype=False)
 
 
@@ -1663,7 +1662,7 @@ def greedy_decode_matches(t):
             raise CheckFailed(f"{what} should return an int64 tensor")
         assert_equal(got.tolist(), expected.tolist(), what)
     assert_device_agnostic(t.student.greedy_decode, [model, ids(t, 2, 4, V=10), 3, 10],
-                           "greedy_decode(model, src (2, 4), 3, bos=10)", meta_first=False, follows_dtype=False)
+                           "greedy_decode(model, src (2, 4), 3, bos=10)", follows_dtype=False)
 
 
 S2S_EXACT_CONFIG = dict(vocab_size=11, d_model=8, n_heads=2, d_ff=12, n_layers=1, max_len=6)

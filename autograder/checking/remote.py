@@ -217,12 +217,16 @@ class Remote:
         return self._call({"op": "vjp", "target": self._target, "wrt": wrt, "output_index": output_index},
                           {"args": list(args), "cotangent": cotangent}, label)
 
-    def on_meta(self, *args, dtype: str = "float32", keep_data: bool = False, **kwargs) -> dict:
-        """Run on the `meta` device (see worker.op_meta): {"outputs": [...], "foreign": str | None}.
-        With keep_data the inputs stay on the CPU and `meta` is the default device instead."""
-        where = "with `meta` as the default device" if keep_data else "on the meta device"
+    def on_device(self, *args, dtype: str = "float32", simulated: bool = True, device_arg: str | None = None,
+                  seed: int | None = None, **kwargs) -> dict:
+        """Call on a simulated non-CPU device, or (simulated=False) the same way on the CPU, for the
+        comparison (see worker.op_device): {"outputs": the value, "states": module state dicts after}.
+        `device_arg` names a keyword the worker sets to the device; `seed` seeds torch's global
+        generator first."""
+        where = "on a non-CPU device" if simulated else "on the CPU (copies, as on the device)"
         label = f"{self._label}({describe_args(args, kwargs)}) {where}"
-        return self._call({"op": "meta", "target": self._target, "dtype": dtype, "keep_data": keep_data},
+        return self._call({"op": "device", "target": self._target, "dtype": dtype, "simulated": simulated,
+                           "device_arg": device_arg, "seed": seed},
                           {"args": list(args), "kwargs": kwargs}, label)
 
     def __repr__(self) -> str:

@@ -4,8 +4,8 @@ Each one calls the student's code through a `Remote` and decides here, from plai
 gradients in float64 (the worker's vjp verified against the grader's own central differences of
 the student's forward, and against the reference), properties that hold for any correct model
 whatever its weights (causality, permutation equivariance), and device/dtype agnosticism without a
-GPU (the `meta` device), which, being observable only in the worker, can fail a check but never
-earn points.
+GPU (a simulated non-CPU device that carries real values), which, being observable only in the
+worker, can fail a check but never earn points.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from autograder.checking.compare import assert_close
-from autograder.checking.remote import StudentError
+from autograder.checking.remote import Remote, StudentError
 from autograder.errors import CheckFailed
 
 # Composite modules (several matmuls and a softmax) in float32 drift further from a float64 truth
@@ -272,53 +272,124 @@ def assert_permutation_equivariant(call, x: torch.Tensor, what: str, *, rng, tim
                           "the sequence as a set.") from None
 
 
-def assert_device_agnostic(call, args: list, what: str, *, device_arg: str | None = None,
-                           follows_dtype: bool = True, meta_first: bool = True,
-                           dtypes: tuple[str, ...] = ("float32", "float64")) -> str:
-    """No tensor on a hard-coded device or dtype, probed on the `meta` device in float32 and float64.
+def assert_device_agnostic(call, args: list, what: str, *, kwargs: dict | None = None, device_arg: str | None = None,
+                           follows_dtype: bool = True, dtypes: tuple[str, ...] = ("float32", "float64"),
+                           seed: int = 0) -> str:
+    """No tensor on a hard-coded device or dtype: the call runs on a simulated non-CPU device.
 
-    What the probe sees happens inside the student's process, whose code (the engine's included)
-    a graded cell can replace. So this only ever FAILS a check, on what the grader observes itself
-    (the real call's output dtype) or on what the worker reports against itself (a foreign device,
-    a wrong dtype); otherwise it returns a note. It can never be the basis of points: a check that
-    awards points for dtype-following must verify numerics (run in float64, compare with a float64
-    truth at float64 tolerance). Code that reads values (`.tolist()`), which `meta` cannot hold,
-    is probed again with its inputs on the CPU and `meta` as torch's default device; code that runs
-    in neither way fails: a check that could not run never passes.
+    The simulated device (sandbox/simulated_device.py) carries real values, so `.item()`, `.tolist()`,
+    generators and whole training loops run as on a GPU, while a tensor made without `device=` (or
+    on "cpu") meets a device tensor and raises as CUDA would. Modules (the call itself, or any
+    argument) are copies moved with `.to(device)`, floats are in each of `dtypes`. The grader runs
+    the same call the same way on the CPU and requires the same values back (outputs, and the
+    weights of every module after the call): so code that behaves differently on a device fails.
+
+    What the probe sees happens inside the student's process, whose code (the engine's included) a
+    graded cell can replace, so this only ever FAILS a check: a run that raises, an output on
+    another device, a float dtype that does not follow the inputs, values unlike the CPU run's.
+    Otherwise it returns a note, never points; a probe that could not run never passes.
 
     `device_arg` names a keyword argument that says where to create the output (as in
-    `causal_mask(T, device=...)`); `follows_dtype=False` for a function whose float outputs do not
-    come from float inputs; `meta_first=False` goes straight to the probe that keeps the data, for
-    a function that takes a model (which the meta probe would leave on the CPU); `dtypes` are the
-    float dtypes the inputs are probed in (one, when a model argument has a dtype of its own).
+    `causal_mask(T, device=...)`), set to the device in each run; `follows_dtype=False` for a
+    function whose float outputs do not come from float inputs; `seed` seeds torch's global
+    generator before each run.
     """
     _refuse_if_tampered(call, what)
-    _check_real_dtype(call(*args), args, what, follows_dtype)
-    if follows_dtype and "handle" not in getattr(call, "_target", {}) and any(
-            isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in args):
-        _check_real_dtype(call(*_float64(list(args))), _float64(list(args)), what, follows_dtype)
+    kwargs = dict(kwargs or {})
+    if not kwargs:
+        _check_real_dtype(call(*args), args, what, follows_dtype)
+        if follows_dtype and "handle" not in getattr(call, "_target", {}) and any(
+                isinstance(a, torch.Tensor) and a.dtype == torch.float32 for a in args):
+            _check_real_dtype(call(*_float64(list(args))), _float64(list(args)), what, follows_dtype)
     for dtype in dtypes:
-        probe, expected = _probe(call, args, what, dtype, device_arg, meta_first)
-        if not isinstance(probe, dict):
-            raise CheckFailed(f"{what}: the meta-device probe gave no readable report, so device independence "
-                              "could not be checked (a check that cannot run does not pass).")
-        if probe.get("foreign"):
-            raise CheckFailed(f"{what}: with every input and parameter on another device, {str(probe['foreign'])[:300]}: "
-                              "a tensor is created on a hard-coded device (torch.zeros/ones/arange/tril/tensor "
-                              "without device=, or .cpu()/.to('cpu')). It works on the CPU and breaks on a GPU; "
-                              "pass device=x.device.")
-        outputs = probe.get("outputs", [])
-        for out in outputs if isinstance(outputs, list) else []:
-            if not isinstance(out, dict):
-                continue
-            if out.get("device") != expected:
-                raise CheckFailed(f"{what}: an output came back on {str(out.get('device'))[:40]} instead of the "
-                                  "inputs' device (a tensor made without device=, or .cpu()/.to(...)).")
-            if follows_dtype and out.get("dtype") in ("float32", "float64") and out.get("dtype") != dtype:
-                raise CheckFailed(f"{what}: with {dtype} inputs and parameters an output was {out.get('dtype')}; "
-                                  "do not hard-code dtype=... (use dtype=x.dtype or torch.*_like(x)).")
-    return (f"{what}: ran on the meta device in float32 and float64 without a fixed device or dtype "
+        try:
+            on_cpu = call.on_device(*args, dtype=dtype, simulated=False, device_arg=device_arg, seed=seed, **kwargs)
+        except StudentError as exc:
+            raise CheckFailed(f"{what} could not run on the CPU in {dtype} ({_first_line(str(exc))}), so it could "
+                              "not be compared with a run on another device (a check that cannot run does not "
+                              "pass).") from None
+        try:
+            on_device = call.on_device(*args, dtype=dtype, simulated=True, device_arg=device_arg, seed=seed, **kwargs)
+        except StudentError as exc:
+            raise CheckFailed(_device_failure(str(exc), what)) from None
+        if not (isinstance(on_cpu, dict) and isinstance(on_device, dict)):
+            raise CheckFailed(f"{what}: the device probe gave no readable report, so device independence could "
+                              "not be checked (a check that cannot run does not pass).")
+        for out in _tensor_leaves([on_device.get("outputs"), on_device.get("states")]):
+            where = str(getattr(out, "lmgrade_device", ""))
+            if where.split(":")[0] != DEVICE_TYPE:
+                raise CheckFailed(f"{what}: with every input and parameter on a non-CPU device, an output came back "
+                                  f"on {where[:40] or 'an unknown device'} (a tensor made without device=, or "
+                                  ".cpu()/.to('cpu') inside). Keep outputs on the inputs' device.")
+            if follows_dtype and out.is_floating_point() and str(out.dtype).removeprefix("torch.") != dtype:
+                raise CheckFailed(f"{what}: with {dtype} inputs and parameters an output was "
+                                  f"{str(out.dtype).removeprefix('torch.')}; do not hard-code dtype=... "
+                                  "(use dtype=x.dtype or torch.*_like(x)).")
+        problem = _difference(on_cpu.get("outputs"), on_device.get("outputs"), "the returned value") or \
+            _difference(on_cpu.get("states"), on_device.get("states"), "the weights after the call")
+        if problem:
+            raise CheckFailed(f"{what}: on a non-CPU device {problem} differs from the same run on the CPU in "
+                              f"{dtype}; code that is right on any device computes the same numbers on both.")
+    return (f"{what}: ran on a non-CPU device in {' and '.join(dtypes)}, with the values of a CPU run "
             "(reported by your process: not verified, not scored).")
+
+
+DEVICE_TYPE = "accel"  # simulated_device.NAME (not imported: that module is the worker's)
+
+
+def _device_failure(text: str, what: str) -> str:
+    """Why a run on the simulated device failed, in the student's terms."""
+    line = _first_line(text)
+    detail = line.split(" raised ", 1)[-1]  # the label before it names the device itself
+    if "generator" in detail:
+        return (f"{what}: on a non-CPU device your code draws with a generator made for another device ({line}). "
+                "Make it where the draw happens: torch.Generator(device=x.device), or draw on the CPU and move "
+                "the result with .to(x.device).")
+    if "device" in detail:
+        return (f"{what}: on a non-CPU device your code mixes tensors on different devices ({line}). A tensor "
+                "made without device= (torch.zeros/ones/arange/tril/tensor/LongTensor) is on the CPU: create "
+                "tensors on the inputs' device (device=x.device, torch.*_like(x), x.new_zeros), and move the "
+                "model and the data with .to(device) in a training loop.")
+    return (f"{what} could not run on a non-CPU device ({line}). Code that works on any device runs there; a "
+            "check that cannot run does not pass.")
+
+
+def _tensor_leaves(value) -> list:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensor_leaves(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensor_leaves(v)]
+    return []
+
+
+def _difference(cpu, device, where: str) -> str | None:
+    """Where two runs' values part (None if nowhere): same structure, equal ints and strings, floats
+    equal to within float rounding (the simulated device computes with the CPU's own kernels)."""
+    if isinstance(cpu, torch.Tensor) or isinstance(device, torch.Tensor):
+        if not (isinstance(cpu, torch.Tensor) and isinstance(device, torch.Tensor)) or cpu.shape != device.shape \
+                or cpu.dtype != device.dtype:
+            return where
+        if cpu.is_floating_point():
+            tol = 1e-5 if cpu.dtype in (torch.float32, torch.float16, torch.bfloat16) else 1e-10
+            same = torch.allclose(device.double(), cpu.double(), rtol=tol, atol=tol, equal_nan=True)
+        else:
+            same = torch.equal(cpu, device)
+        return None if same else where
+    if isinstance(cpu, (list, tuple)):
+        if not isinstance(device, (list, tuple)) or len(cpu) != len(device):
+            return where
+        return next((d for a, b in zip(cpu, device) if (d := _difference(a, b, where))), None)
+    if isinstance(cpu, dict):
+        if not isinstance(device, dict) or list(cpu) != list(device):
+            return where
+        return next((d for k in cpu if (d := _difference(cpu[k], device[k], where))), None)
+    if isinstance(cpu, float) and isinstance(device, (int, float)):
+        return None if abs(cpu - device) <= 1e-5 * max(1.0, abs(cpu)) or (cpu != cpu and device != device) else where
+    if isinstance(cpu, Remote) or isinstance(device, Remote):
+        return None if type(cpu) is type(device) else where  # an object of the student's: compared by its weights
+    return None if cpu == device else where
 
 
 def assert_global_generator_untouched(student, call, what: str, *, seed: int) -> None:
@@ -336,31 +407,6 @@ def assert_global_generator_untouched(student, call, what: str, *, seed: int) ->
         raise CheckFailed(f"{what} changed torch's global random generator (torch.manual_seed, or drawing "
                           "without generator=): every other random draw of the program then depends on this "
                           "call. Draw every token from one torch.Generator().manual_seed(seed) made in the call.")
-
-
-def _probe(call, args: list, what: str, dtype: str, device_arg: str | None, meta_first: bool) -> tuple:
-    """(the worker's report, the device its outputs must be on): on `meta`, else, for code that reads
-    values (`.tolist()`) or takes a model, with the data on the CPU and `meta` as the default device."""
-    meta_error = "not tried: the function takes a model or trains one"
-    if meta_first:
-        try:
-            return call.on_meta(*args, dtype=dtype, **({device_arg: "meta"} if device_arg else {})), "meta"
-        except StudentError as exc:
-            _fail_on_mixed_devices(str(exc), what)
-            meta_error = _first_line(str(exc))
-    try:
-        return call.on_meta(*args, dtype=dtype, keep_data=True, **({device_arg: "cpu"} if device_arg else {})), "cpu"
-    except StudentError as exc:
-        _fail_on_mixed_devices(str(exc), what)
-        raise CheckFailed(f"{what} could not run on the meta device ({meta_error}), nor on the CPU with `meta` as "
-                          f"torch's default device ({_first_line(str(exc))}). Code that works on any device runs "
-                          "there; a check that cannot run does not pass.") from None
-
-
-def _fail_on_mixed_devices(text: str, what: str) -> None:
-    if "device" in text and ("cpu" in text or "cuda" in text):
-        raise CheckFailed(f"{what}: your code mixes tensors on different devices ({_first_line(text)}). "
-                          "Create tensors on the inputs' device: device=x.device, or torch.*_like(x).") from None
 
 
 def _check_real_dtype(value, args: list, what: str, follows_dtype: bool) -> None:

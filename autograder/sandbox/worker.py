@@ -243,83 +243,44 @@ class Worker:
         return {"output": out, "input_grads": grads[:len(wrt)],
                 "param_grads": {n: g for (n, _), g in zip(params, grads[len(wrt):])}}
 
-    def op_meta(self, msg, arrays):
-        """Run a student's module or function on the `meta` device and report where its tensors went.
+    def op_device(self, msg, arrays):
+        """Run a student's function or module on a simulated non-CPU device (or, for the grader's
+        comparison, the same way on the CPU) and hand back what it returned.
 
-        With `keep_data` (for code that reads values, `.tolist()` say, which `meta` cannot hold) the
-        inputs stay on the CPU and torch's default device is `meta` instead, so a tensor made without
-        device= is the one on the other device.
-
-        Why: code that creates a tensor on a fixed device (`torch.zeros(T, T)` inside forward) works
-        on the CPU and breaks on a GPU. On `meta` every tensor has shapes and dtypes but no data, so
-        the run is cheap, and a torch call that receives both a meta tensor and a tensor on a real
-        device (other than a 0-dim scalar) would mix devices on a GPU. Some such calls (matmul) do not
-        raise on meta, hence the watch. This only reports, and a report
-        from here can only fail a check (a graded cell can replace this method).
+        Why: code that makes a tensor without `device=` (`torch.zeros(T, T)` inside forward) works on
+        the CPU and breaks on a GPU. On the simulated device (simulated_device.py) tensors hold real
+        values, so training loops, `.item()` and generators run as on a GPU, while mixing a device
+        tensor with a CPU one raises as CUDA does. Floats go in `dtype`; modules (the target and any
+        argument) are deep copies moved like `model.to(device)`, so the grader's objects are left
+        alone. With `seed`, torch's global generator is seeded first, so a CPU run and a device run
+        draw the same numbers. Returns {"outputs": the call's value, "states": the state dict of every
+        module copy after the call}. Nothing here is believed: the grader compares the values with
+        the CPU run, and a report from here can only fail a check (a graded cell can replace this).
         """
-        import copy
-
         import torch
-        from torch.overrides import TorchFunctionMode, resolve_name
 
-        settle_meta_kernels(torch)
+        from autograder.sandbox import simulated_device
+
         dtype = getattr(torch, msg.get("dtype", "float32"))
-        keep_data = bool(msg.get("keep_data"))  # inputs stay on the CPU; what is made without device= lands on meta
-        device = "cpu" if keep_data else "meta"
         fn = self.target(msg["target"])
-        if isinstance(fn, torch.nn.Module):
-            fn = copy.deepcopy(fn).to(device=device, dtype=dtype)
-
-        def to_meta(value):
-            if isinstance(value, torch.Tensor):
-                return value.to(device, dtype=dtype) if value.is_floating_point() else value.to(device)
-            if type(value) in (list, tuple):
-                return type(value)(to_meta(v) for v in value)
-            if type(value) is dict:
-                return {k: to_meta(v) for k, v in value.items()}
-            return value
-
-        args = to_meta(self.decode(msg.get("args", []), arrays))
-        kwargs = to_meta(self.decode(msg.get("kwargs", {"__dict__": []}), arrays))
-        foreign: list[str] = []
-
-        class Watch(TorchFunctionMode):
-            def __torch_function__(self, func, types, args=(), kwargs=None):
-                if not foreign:
-                    seen = _tensors((args, kwargs))
-                    real = [t for t in seen if t.device.type != "meta" and t.dim() > 0]
-                    if real and any(t.device.type == "meta" for t in seen):
-                        name = resolve_name(func) or getattr(func, "__name__", "a torch function")
-                        foreign.append(f"{name} received a {tuple(real[0].shape)} tensor on {real[0].device}")
-                return func(*args, **(kwargs or {}))
-
-        class Scalars(TorchFunctionMode):
-            """Under `torch.device("meta")`, a 0-dim tensor made without device= stays on the CPU, as it
-            would beside GPU inputs (CPU scalars mix with tensors of any device); a larger one is meta."""
-            def __torch_function__(self, func, types, args=(), kwargs=None):
-                kwargs = kwargs or {}
-                if func in constructors and kwargs.get("device") is None:
-                    made = func(*args, **{**kwargs, "device": "cpu"})
-                    return made.to("meta") if isinstance(made, torch.Tensor) and made.dim() > 0 else made
-                return func(*args, **kwargs)
-
-        if keep_data:
-            from torch.utils._device import _device_constructors
-            constructors = _device_constructors()
-            with torch.device("meta"), Scalars(), Watch():
-                out = fn(*args, **kwargs)
-        else:
-            with Watch():
-                out = fn(*args, **kwargs)
-        outputs = [{"device": str(t.device), "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
-                   for t in _tensors(out)]
-        return {"outputs": outputs, "foreign": foreign[0] if foreign else None}
+        args = self.decode(msg.get("args", []), arrays)
+        kwargs = self.decode(msg.get("kwargs", {"__dict__": []}), arrays)
+        if msg.get("seed") is not None:
+            torch.manual_seed(int(msg["seed"]))
+        place = simulated_device.active() if msg.get("simulated") else _on_cpu()
+        with place as device:
+            fn, args, kwargs = simulated_device.to_device((fn, args, kwargs), device, dtype)
+            if msg.get("device_arg"):
+                kwargs[str(msg["device_arg"])] = device
+            out = fn(*args, **kwargs)
+        modules = [m for m in (fn, *args, *kwargs.values()) if isinstance(m, torch.nn.Module)]
+        return {"outputs": out, "states": [dict(m.state_dict()) for m in modules]}
 
     def handle(self, msg: dict, arrays: list) -> tuple[dict, list]:
         """Answer one request with a reply message and its arrays."""
         ops = {"load": self.op_load, "seed": self.op_seed, "call": self.op_call,
                "getattr": self.op_getattr, "put": self.op_put, "support": self.op_support,
-               "vjp": self.op_vjp, "meta": self.op_meta}
+               "vjp": self.op_vjp, "device": self.op_device}
         op = ops.get(msg.get("op"))
         try:
             if op is None:
@@ -340,38 +301,14 @@ class Worker:
             self.send(*self.handle(msg, arrays))
 
 
-def settle_meta_kernels(torch) -> None:
-    """Load PyTorch's meta kernels and resolve their lazy `torch._dynamo.disable` wrappers at once.
+class _on_cpu:
+    """The comparison run of `op_device`: the same copies and placement, on the CPU."""
 
-    Why: each Python meta kernel is wrapped so that its first call imports `torch._dynamo` (and
-    sympy), 0.7 s of a question's public checks on a 2-core machine, only to mark the kernel "never
-    traced". Graded code may not call `torch.compile` (policy.py), so nothing in a worker is traced
-    and a kernel is its own disabled form. Runs before the first meta call, in grader code only (in
-    the fork server, before any worker is forked).
-    """
-    import gc
+    def __enter__(self):
+        return "cpu"
 
-    if getattr(settle_meta_kernels, "done", False):
-        return
-    torch.empty(0, device="meta")  # imports torch._meta_registrations and its decompositions
-    for obj in gc.get_objects():
-        if type(obj) is types.FunctionType and obj.__code__.co_qualname == "_disable_dynamo.<locals>.inner":
-            wrapped = obj.__closure__[obj.__code__.co_freevars.index("fn")].cell_contents
-            if getattr(wrapped, "__dynamo_disable", None) is None:
-                setattr(wrapped, "__dynamo_disable", wrapped)
-    settle_meta_kernels.done = True
-
-
-def _tensors(value) -> list:
-    """Every tensor in nested lists, tuples and dicts, in order."""
-    torch = sys.modules["torch"]
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors(v)]
-    return []
+    def __exit__(self, *exc) -> None:
+        return None
 
 
 _PLAIN = (str, int, float, bool, type(None))

@@ -1,0 +1,218 @@
+"""A non-CPU device simulated on a CPU-only grader, with real values: the device probe.
+
+Why: code that makes a tensor without `device=` (or with a hard-coded "cpu") works on the CPU and
+breaks on a GPU. The `meta` device has no values, so code that reads them (`.item()`, `.tolist()`,
+a training loop) could not be probed there, and code could ask whether it was being probed. Here
+every tensor on the simulated device is a `SimTensor`: a wrapper that says it lives on `accel:0`
+and holds an ordinary CPU tensor. Its operators unwrap, compute on the CPU (the same kernels, so the
+values equal a CPU run's), and wrap the result; an operator that mixes it with a CPU tensor of one
+dimension or more raises the error CUDA raises. Factories with `device=` the simulated device,
+`.to(device)`, `nn.Module.to(device)`, `torch.Generator(device=...)`, `.item()`, `.tolist()` and
+`.cpu()` behave as on a GPU. A CPU generator used for a draw on the device (or the other way
+round) is refused as CUDA refuses it. `torch.get_default_device()` is untouched.
+
+Everything observed here happens in the student's process: it can only fail a check (trusted code
+compares the values the probe returns with a CPU run), never earn points.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+NAME = "accel"
+DEVICE = None  # torch.device(NAME, 0) once `install` ran
+_RealGenerator = torch.Generator
+
+aten = torch.ops.aten
+# Operators that legitimately take CPU tensors beside device ones, as on CUDA: copies between
+# devices, and advanced indexing with CPU index tensors (CUDA moves the indices itself).
+_CROSS_DEVICE = {aten._to_copy.default, aten.copy_.default, aten.index.Tensor, aten.index_put_.default,
+                 aten.index_put.default, aten._index_put_impl_.default, aten._local_scalar_dense.default}
+
+
+def install() -> torch.device:
+    """Name PyTorch's spare backend slot once per process and give it the hooks a device needs."""
+    global DEVICE
+    if DEVICE is None:
+        if torch._C._get_privateuse1_backend_name() != NAME:
+            from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+            _setup_privateuseone_for_python_backend(rename=NAME)
+        DEVICE = torch.device(NAME, 0)
+    return DEVICE
+
+
+def is_simulated(device) -> bool:
+    if device is None:
+        return False
+    try:
+        return torch.device(device).type == NAME
+    except (RuntimeError, TypeError):
+        return False
+
+
+def _mixed(where: str) -> RuntimeError:
+    return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, "
+                        f"{NAME}:0 and cpu! ({where})")
+
+
+class SimTensor(torch.Tensor):
+    """A tensor on the simulated device; `_cpu` holds its values."""
+
+    @staticmethod
+    def __new__(cls, data: torch.Tensor):
+        t = torch.Tensor._make_wrapper_subclass(cls, data.shape, strides=data.stride(),
+                                                storage_offset=data.storage_offset(), dtype=data.dtype,
+                                                layout=data.layout, device=DEVICE,
+                                                requires_grad=data.requires_grad)
+        t._cpu = data
+        return t
+
+    def __repr__(self, *, tensor_contents=None):
+        text = repr(self._cpu.detach())
+        return text[:-1] + f", device='{NAME}:0')"
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.Tensor.tolist:
+            return args[0]._cpu.tolist()
+        if func in (torch.Tensor.numpy, torch.Tensor.__array__):
+            raise TypeError(f"can't convert {NAME}:0 device type tensor to numpy. Use Tensor.cpu() to copy "
+                            "the tensor to host memory first.")
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **kwargs)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return _run(func, args, kwargs or {})
+
+
+def _wrap(value):
+    return SimTensor(value) if type(value) is torch.Tensor else value
+
+
+def _run(func, args, kwargs):
+    """One operator with simulated tensors among its arguments, or `device=` the simulated device."""
+    flat, _ = tree_flatten((args, kwargs))
+    on_sim = any(isinstance(a, SimTensor) for a in flat)
+    if on_sim and func not in _CROSS_DEVICE:
+        for a in flat:
+            if type(a) is torch.Tensor and a.device.type == "cpu" and a.dim() > 0:
+                raise _mixed(str(func.overloadpacket.__name__))
+    target = kwargs.get("device")
+    made_here = is_simulated(target)
+    if made_here:
+        kwargs = {**kwargs, "device": torch.device("cpu")}
+    out = func(*tree_map(_unwrap, args), **tree_map(_unwrap, kwargs))
+    if func is aten._local_scalar_dense.default:
+        return out
+    if made_here or (on_sim and not (target is not None and torch.device(target).type == "cpu")):
+        return tree_map(_wrap, out)
+    return out
+
+
+def _unwrap(value):
+    return value._cpu if isinstance(value, SimTensor) else value
+
+
+class _Dispatch(TorchDispatchMode):
+    """Operators that make a tensor on the simulated device from CPU data (`.to(device)`, factories)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if is_simulated(kwargs.get("device")) or any(isinstance(a, SimTensor) for a in tree_flatten(args)[0]):
+            return _run(func, args, kwargs)
+        return func(*args, **kwargs)
+
+
+# TorchDispatchMode wraps `__torch_dispatch__` so that its first call imports torch._dynamo (and
+# sympy: most of a second) only to mark it "never traced"; graded code cannot compile, so the
+# method is its own disabled form.
+_raw_dispatch = getattr(_Dispatch.__dict__["__torch_dispatch__"], "__wrapped__", None)
+if _raw_dispatch is not None:
+    _raw_dispatch.__dynamo_disable = _raw_dispatch
+
+
+class _Functions(TorchFunctionMode):
+    """Python-level factories that never reach the dispatcher with `device=` (torch.tensor and its
+    kin build on the CPU and copy), and the device of a generator against the draw it serves."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        generator = kwargs.get("generator")
+        if generator is not None:
+            _check_generator(func, generator, args, kwargs)
+        if is_simulated(kwargs.get("device")) and func in _DIRECT_FACTORIES:
+            return tree_map(_wrap, func(*args, **{**kwargs, "device": "cpu"}))
+        if func is torch.Tensor.new_tensor and isinstance(args[0], SimTensor) and kwargs.get("device") is None:
+            return _wrap(func(args[0]._cpu, *args[1:], **kwargs))
+        return func(*args, **kwargs)
+
+
+_DIRECT_FACTORIES = {torch.tensor, torch.as_tensor, torch.asarray, torch.Tensor.new_tensor, torch.sparse_coo_tensor}
+
+
+def _check_generator(func, generator, args, kwargs) -> None:
+    tensors = [a for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor)]
+    if tensors:
+        sim = isinstance(tensors[0], SimTensor)
+    else:
+        sim = is_simulated(kwargs.get("device"))
+    gen_sim = isinstance(generator, Generator) and generator._simulated
+    if sim != gen_sim:
+        want, got = (NAME, "cpu") if sim else ("cpu", NAME)
+        raise RuntimeError(f"Expected a '{want}' device type for generator but found '{got}'")
+
+
+class Generator(_RealGenerator):
+    """`torch.Generator` while the probe runs: one made for the simulated device draws the CPU's
+    numbers (so values equal a CPU run's) and reports the simulated device."""
+
+    def __new__(cls, device=None):
+        simulated = is_simulated(device)
+        obj = super().__new__(cls, "cpu" if simulated or device is None else device)
+        obj._simulated = simulated
+        return obj
+
+    @property
+    def device(self):
+        return DEVICE if self._simulated else _RealGenerator.device.__get__(self)
+
+
+@contextlib.contextmanager
+def active():
+    """The simulated device usable for the duration: modes, a device-aware `torch.Generator`, and
+    `nn.Module.to` keeping each parameter's identity (as `set_data` does on a real GPU, so an
+    optimizer made before the move still holds the model's parameters)."""
+    install()
+    swap = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    torch.Generator = Generator
+    try:
+        with _Dispatch(), _Functions():
+            yield DEVICE
+    finally:
+        torch.Generator = _RealGenerator
+        torch.__future__.set_swap_module_params_on_conversion(swap)
+
+
+def to_device(value, device, dtype: torch.dtype | None = None):
+    """`value` with its tensors (and the parameters of copies of its modules) on `device`, floats in
+    `dtype`; containers are rebuilt, modules are deep copies (the caller's objects stay as they were)."""
+    import copy
+    if isinstance(value, torch.nn.Module):
+        module = copy.deepcopy(value)
+        return module.to(device=device, dtype=dtype) if dtype is not None else module.to(device)
+    if isinstance(value, torch.Tensor):
+        if dtype is not None and value.is_floating_point():
+            return value.to(device, dtype=dtype)
+        return value.to(device)
+    if type(value) in (list, tuple):
+        return type(value)(to_device(v, device, dtype) for v in value)
+    if type(value) is dict:
+        return {k: to_device(v, device, dtype) for k, v in value.items()}
+    return value
