@@ -121,7 +121,7 @@ def test_syntax_error_in_one_graded_cell(tmp_path, chunks):
 def test_syntax_error_cell_number_and_line_are_the_notebooks(tmp_path, chunks):
     broken = edit(chunks, "replace_oov", "return [", "return [[")
     path = write_notebook(tmp_path, broken)
-    number = 2 + 2 * list(broken).index("replace_oov")  # markdown cell, then graded + exploration pairs
+    number = 1 + list(broken).index("replace_oov")  # as the student counts `# GRADED CELL` headers, no other cell
     report, results = grade(path, questions=("1",))
     line = def_line(broken["replace_oov"], "replace_oov") + 1  # unclosed bracket reported at the return line
     assert_results(results, ["public_vocab"], TOKENIZE, f"graded cell {number}", "syntax error")

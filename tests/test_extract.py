@@ -1,5 +1,6 @@
 """Taking graded cells out of submissions, without running anything, and explaining what went wrong."""
 import json
+import re
 import time
 
 import nbformat
@@ -43,17 +44,18 @@ def test_graded_cells_by_tag_and_by_visible_marker(tmp_path):
     ])
     sub = read_submission(path)
     assert sub.unreadable is None
-    assert [(c.index, c.number) for c in sub.cells] == [(1, 2), (3, 4), (4, 5)]
+    assert [(c.index, c.number) for c in sub.cells] == [(1, 1), (3, 2), (4, 3)]  # number: among graded cells
     assert sub.graded_names == {"tagged", "marked", "marked_after_blank"}
     assert "train_for_an_hour" not in "".join(sources(sub))
     assert sub.ungraded_names.get("x") == 3 and sub.ungraded_names.get("not_graded") == 6
-    assert "not_graded" in sub.explain_missing("not_graded") and "cell 6" in sub.explain_missing("not_graded")
+    assert sub.explain_missing("not_graded").startswith("`not_graded` is defined in the cell defining `not_graded`, "
+                                                         "which is not a graded cell")
     assert sub.notes == []
 
 
 def test_cell_wire_form(tmp_path):
     sub = read_submission(write_nb(tmp_path, [code("a = 1"), code("def f(): pass", graded=True)]))
-    assert sub.cells[0].wire() == {"index": 1, "number": 2, "source": "def f(): pass", "name": "graded cell defining `f`"}
+    assert sub.cells[0].wire() == {"index": 1, "number": 1, "source": "def f(): pass", "name": "graded cell defining `f`"}
 
 
 def test_other_tags_and_odd_metadata_are_tolerated(tmp_path):
@@ -123,10 +125,10 @@ def test_syntax_error_breaks_only_its_own_cell(tmp_path):
     assert sub.graded_names == {"good", "also_good"}
     assert set(sub.broken) == {"bad_one", "BadClass"}  # top-level names only, not the method
     why = sub.broken["bad_one"]
-    assert "syntax error" in why and "graded cell 3" in why and "line 4" in why
-    assert why.startswith("`bad_one` is in graded cell 3 (defining `bad_one`, `BadClass`), which has a syntax error")
+    assert "syntax error" in why and "graded cell 2" in why and "line 4" in why  # the second graded cell
+    assert why.startswith("`bad_one` is in graded cell 2 (defining `bad_one`, `BadClass`), which has a syntax error")
     assert sub.explain_missing("bad_one") == why
-    assert any(n.startswith("Graded cell 3 (defining `bad_one`, `BadClass`) has a syntax error at line 4") for n in sub.notes)
+    assert any(n.startswith("Graded cell 2 (defining `bad_one`, `BadClass`) has a syntax error at line 4") for n in sub.notes)
 
 
 def test_unterminated_string_and_tab_errors_are_syntax_errors_too(tmp_path):
@@ -187,8 +189,8 @@ def test_graded_function_using_a_name_from_an_ungraded_cell_gets_a_note(tmp_path
     ])
     sub = read_submission(path)
     text = notes(sub)
-    assert "`helper`, which is defined only in cell 1" in text
-    assert "`EPS`, which is defined only in cell 1" in text
+    assert "`helper`, which is defined only in the cell defining `helper` (not graded)" in text
+    assert "`EPS`, which is defined only in the cell defining `helper` (not graded)" in text
     # locals, parameters, builtins and graded names get no note
     for name in ("`y`", "`i`", "`x`", "`range`", "`len`", "`values`", "`np`"):
         assert name not in text
@@ -202,7 +204,7 @@ def test_duplicate_graded_definitions_note_and_later_wins(tmp_path):
         code("def f():\n    return 'second'\n", graded=True),
     ])
     sub = read_submission(path)
-    assert "`f` is defined in graded cells 1 and 3; the later one is graded." in sub.notes
+    assert "`f` is defined in graded cells 1 and 2; the later one is graded." in sub.notes  # as headers count
     ns: dict = {}
     for cell in sub.cells:  # the worker runs graded cells in notebook order
         exec(cell.source, ns)
@@ -254,12 +256,12 @@ def test_py_file_with_percent_markers_keeps_only_graded_cells(tmp_path):
     sub = read_submission(path)
     assert sub.graded_names == {"f", "g"}
     assert sub.cells[0].source == "# GRADED CELL\ndef f(x):\n    return x\n"
-    assert [c.number for c in sub.cells] == [3, 5]
+    assert [c.number for c in sub.cells] == [1, 2]
     assert "f(3)" not in "".join(sources(sub))
     assert "not_code" not in sub.ungraded_names
     text = notes(sub)
-    assert "Graded cell 5 (defining `g`): 1 line(s)" in text
-    assert "`SEEN`, which is defined only in cell 2 (starting `import numpy as np`)" in text
+    assert "Graded cell 2 (defining `g`): 1 line(s)" in text
+    assert "`SEEN`, which is defined only in the cell starting `import numpy as np` (not graded)" in text
 
 
 def test_percent_syntax_error_breaks_only_that_cell(tmp_path):
@@ -288,7 +290,7 @@ def test_no_graded_cells_gives_a_note(tmp_path, cells):
     assert sub.cells == [] and sub.unreadable is None
     assert any("No graded cells were found" in n and GRADED_MARKER in n for n in sub.notes)
     if cells and cells[0].cell_type == "code":
-        assert "is not a graded cell" in sub.explain_missing("f") and "cell 1" in sub.explain_missing("f")
+        assert "is defined in the cell defining `f`, which is not a graded cell" in sub.explain_missing("f")
     assert "does not define `nothing`" in sub.explain_missing("nothing")
 
 
@@ -384,9 +386,9 @@ def test_cells_are_named_by_what_jupyter_shows(tmp_path):
              graded=True),
     ])
     sub = read_submission(path)
-    assert sub.cells[0].label == "graded cell 2 (defining `count_ngrams`)"
-    assert sub.cells[1].label.startswith("graded cell 3 (starting `VOCAB_SIZE = 1000") and sub.cells[1].label.endswith("...`)")
-    assert cell_label(4, "x = 1", graded=False) == "cell 4 (starting `x = 1`)"
+    assert sub.cells[0].label == "graded cell 1 (defining `count_ngrams`)"  # the first `# GRADED CELL` from the top
+    assert sub.cells[1].label.startswith("graded cell 2 (starting `VOCAB_SIZE = 1000") and sub.cells[1].label.endswith("...`)")
+    assert cell_label(4, "x = 1", graded=False) == "the cell starting `x = 1`"  # no header to count: its content
     assert cell_label(5, "def a(): pass\ndef b(): pass\nclass C: pass\ndef d(): pass") == \
         "graded cell 5 (defining `a`, `b`, `C` and 1 more)"
 
@@ -404,3 +406,22 @@ def test_a_quick_look_reads_the_file_but_not_the_cells(tmp_path):
     quick, full = read_submission(path, analyse=False), read_submission(path)
     assert quick.unreadable is None and quick.cells == [] and quick.problem("ngram") is None
     assert [c.source for c in full.cells] == ["def f():\n    return 1\n"]
+
+
+def test_graded_cells_are_counted_as_the_student_sees_their_headers(tmp_path):
+    """In a real starter, the third cell headed `# GRADED CELL` is "graded cell 3" in every message,
+    though markdown and ungraded cells before it put it much further down the notebook."""
+    from autograder.authoring import assignments
+    nb = nbformat.read(assignments.get("ngram").starter_path, as_version=4)
+    graded = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "graded" in c.metadata.get("tags", [])]
+    third = graded[2]
+    assert third + 1 > 3  # its position among all cells is not what a student counts
+    defined = re.findall(r"^def (\w+)", nb.cells[third].source, re.M)
+    nb.cells[third].source += "\ndef broken(:\n    pass\n"
+    path = tmp_path / "ngram.ipynb"
+    nbformat.write(nb, path)
+    sub = read_submission(path)
+    [note] = [n for n in sub.notes if "syntax error" in n]
+    assert note.startswith(f"Graded cell 3 (defining `{defined[0]}`"), note
+    assert sub.broken[defined[0]].startswith(f"`{defined[0]}` is in graded cell 3 (")
+    assert [c.number for c in sub.cells] == [n for n in range(1, len(graded) + 1) if n != 3]

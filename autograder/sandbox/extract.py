@@ -102,26 +102,26 @@ def cell_name(source: str) -> str:
 def cell_label(number: int, source: str, graded: bool = True) -> str:
     """A cell named as a student finds it in Jupyter: the functions it defines, else its first line.
 
-    Jupyter shows no cell numbers, so "cell 12" alone sends students counting; the number stays
-    (position from the top, markdown included) next to what they can see.
+    Jupyter shows no cell numbers, so a graded cell's number counts what the student can see: the
+    cells headed `# GRADED CELL`, from the top ("graded cell 3" is the third of them; markdown and
+    other cells are not counted), next to what it defines. Any other cell has no such header to
+    count, so it is named by its content alone: "the cell starting `x = 1`".
     """
-    kind = "graded cell" if graded else "cell"
     names = list(dict.fromkeys(_DEF.findall(source)))
-    if names:
-        shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        return f"{kind} {number} (defining {shown})"
-    for line in source.splitlines():
-        line = line.strip()
-        if line and not line.startswith(GRADED_MARKER):
-            line = line if len(line) <= LABEL_WIDTH else line[:LABEL_WIDTH - 3] + "..."
-            return f"{kind} {number} (starting `{line}`)"
-    return f"{kind} {number} (empty)"
+    shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    first = next((line.strip() for line in source.splitlines()
+                  if line.strip() and not line.strip().startswith(GRADED_MARKER)), "")
+    first = first if len(first) <= LABEL_WIDTH else first[:LABEL_WIDTH - 3] + "..."
+    what = f"defining {shown}" if names else f"starting `{first}`" if first else "empty"
+    if graded:
+        return f"graded cell {number} ({what})"
+    return f"the cell {what}" if what != "empty" else "an empty cell"
 
 
 @dataclass
 class Cell:
     index: int  # position among all cells of the notebook (0-based)
-    number: int  # 1-based position among all cells, as a student counts them
+    number: int  # 1-based among the graded cells, as a student counts their `# GRADED CELL` headers
     source: str
 
     @property
@@ -283,11 +283,15 @@ def _starts_statement(before: str) -> bool:
 def _collect(cells, sub: Submission) -> None:
     seen: dict[str, int] = {}
     ungraded_trees = []
+    graded_count = 0  # graded cells so far: what messages call "graded cell N" (see cell_label)
     for index, (is_code, source, graded) in enumerate(cells):
-        number = index + 1
+        number = index + 1  # of an ungraded cell: its position among all cells (sub.ungraded_names)
         if not is_code:
             continue
-        if not graded:
+        if graded:
+            graded_count += 1
+            number = graded_count
+        else:
             try:
                 ungraded_trees.append((number, ast.parse(_strip_magics(source, number, [])),
                                        cell_label(number, source, graded=False)))
