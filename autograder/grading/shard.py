@@ -7,8 +7,9 @@ file renames it), not by position in a sorted list: every machine computes the s
 talking to the others, and a late submission lands in one part without moving anyone else, so
 each part's saved records stay valid and only the newcomer's part has work to do.
 
-Every shard discovers the whole batch (file names and export metadata only: cheap), so record
-keys, clash names and feedback file names are exactly those of a single run; it grades its own
+Every shard discovers the whole batch (file names and export metadata, and a sha256 of each file:
+reading, never running), so record keys, clash names and feedback file names are exactly those of
+a single run, and shards agree on what the batch is however its folder was typed; it grades its own
 part and writes only its own records and its manifest, OUT/.lmgrade/shards/K-of-N.json (a .zip is
 unpacked in a folder of its own). Shards therefore share one OUT on a shared file system, or use
 separate ones, and one failing shard cannot touch another's files.
@@ -16,8 +17,9 @@ separate ones, and one failing shard cannot touch another's files.
 The manifest lists the submissions the shard owns and, for each one saved, a fingerprint of its
 record; it is rewritten (atomically) as each record is saved. `merge` believes a submission done
 only where the manifest's fingerprint and the record on disk agree. A shard that is missing,
-killed, interrupted, still running, or that saw other inputs or other checks, is named, with the
-command that finishes it, and nothing is written: never a partial grades.csv that looks whole.
+killed, interrupted, still running, or that saw other submissions (the files added, removed or
+changed since it ran are named) or other checks, is named, with the command that finishes it,
+and nothing is written: never a partial grades.csv that looks whole.
 """
 from __future__ import annotations
 
