@@ -20,6 +20,7 @@ import time
 from html.parser import HTMLParser
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from autograder.authoring import assignments
@@ -154,6 +155,33 @@ def test_without_the_starter_set_aside_blank_notebooks_would_pair(tmp_path):
     docs = [doc_of(p.stem, p) for p in sorted(tmp_path.iterdir())]
     assert [(p.a.key, p.b.key) for p in similarity.compare(docs).pairs] == [("blank1", "blank2")]
     assert similarity.compare(docs, starter_tokens()).pairs == []
+
+
+def test_a_copy_pasted_into_notebook_cells_still_matches_a_py_file(tmp_path):
+    """The copier's notebook: one graded cell per function, exploration cells between them; the
+    original is a .py file (one graded cell). Cell boundaries cost nothing."""
+    planted_batch(tmp_path)
+    copy = (tmp_path / "copier.py").read_text()
+    lines = copy.splitlines(keepends=True)
+    nb = nbformat.v4.new_notebook()
+    start = 0
+    for node in ast.parse(copy).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            cell = nbformat.v4.new_code_cell("# GRADED CELL\n" + "".join(lines[start:node.end_lineno]))
+            cell.metadata["tags"] = ["graded"]
+            nb.cells += [cell, nbformat.v4.new_code_cell("print(tally)  # exploration, never graded")]
+            start = node.end_lineno
+    as_py = compare_folder(tmp_path).pairs[0]
+    (tmp_path / "copier.py").unlink()
+    nbformat.write(nb, str(tmp_path / "copier.ipynb"))
+    found = compare_folder(tmp_path)
+    first = found.pairs[0]
+    assert {first.a.key, first.b.key} == {"orig", "copier"} and len(first.b.cells if first.b.key == "copier"
+                                                                        else first.a.cells) > 10
+    assert abs(first.score - as_py.score) < 0.03, (first.score, as_py.score)
+    assert all(p.score < 0.05 for p in found.pairs[1:])
+    where = similarity.csv_text(found).splitlines()[1]
+    assert re.search(r"cell (\d+) lines \d+-\d+ = cell 1 lines|cell 1 lines \d+-\d+ = cell (\d+) lines", where)
 
 
 @pytest.mark.parametrize("left, right, same", [
