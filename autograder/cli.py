@@ -17,7 +17,7 @@ from autograder.authoring import assignments, build
 from autograder.grading import batch, redaction, results, runner, shard
 from autograder.sandbox import extract, limits
 
-STAFF_COMMANDS = ("build", "gradescope", "grade", "merge", "selfcheck")  # need the course's hidden checks and solutions
+STAFF_COMMANDS = ("build", "gradescope", "grade", "merge", "mutants", "selfcheck")  # need the course's hidden checks and solutions
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 INTERRUPTED = 130  # what a shell reports for a command ended by Ctrl-C
 
@@ -62,6 +62,12 @@ Ctrl-C stops a batch cleanly; the same command continues where it stopped.""",
   lmgrade merge shard-0/ shard-1/ --out grades/     shards that wrote separate folders
 
 Exit status 3 (and nothing written) when a shard is missing or unfinished; it names the command that finishes it.""",
+    "mutants": """examples:
+  lmgrade mutants attention --out mutants/attention/ --jobs 2     every graded function, 6 mutants each
+  lmgrade mutants attention --question 3 --per-function 20        only question 3's functions, more of them
+
+Writes OUT/mutants.html (every survivor as a diff) and OUT/mutants.csv; a rerun resumes. Accept a survivor that
+is not a bug in assignments/<id>/meta.toml: [mutants.accepted] then "ID" = "why".""",
     "selfcheck": """example:
   lmgrade selfcheck        (about 2 minutes with a warm cache, on two cores; exit 1 on any unexpected score)""",
 }
@@ -171,6 +177,18 @@ def make_parser(bundle: bool | None = None) -> argparse.ArgumentParser:
         p.add_argument("--out", type=Path, metavar="DIR", help="write the merged outputs here (default: the one OUT given)")
         p.add_argument("--assignment", choices=assignments.IDS, help="check that the shards graded this assignment")
 
+        p = sub.add_parser("mutants", help="course staff: how many wrong versions of the reference the checks catch",
+                           **_parser("Grade mutants of the staff solution's graded functions (one small change "
+                                     "each) on their questions, and report which the checks catch.",
+                                     EXAMPLES["mutants"]))
+        p.add_argument("assignment", choices=assignments.IDS)
+        p.add_argument("--question", help="only the functions this question's checks grade")
+        p.add_argument("--per-function", type=int, default=6, metavar="N", help="mutants per graded function (default 6)")
+        p.add_argument("--seed", type=int, default=0, help="which mutants are sampled (default 0)")
+        p.add_argument("--out", type=Path, metavar="DIR", help="default: mutants/<assignment>")
+        p.add_argument("--jobs", type=int, default=1, metavar="N", help="grade N mutants at a time")
+        p.add_argument("--allow-unconfined", action="store_true", help="as for grade")
+
         sub.add_parser("selfcheck", help="build, then grade the staff solution and the starter of every finished assignment",
                        **_parser("Check generated files, then grade every finished assignment's staff "
                                  "solution (full marks) and starter (zero).", EXAMPLES["selfcheck"]))
@@ -185,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             pass
     args = make_parser().parse_args(argv)
     try:
-        return {"build": _build, "check": _check, "grade": _grade, "selfcheck": _selfcheck,
+        return {"build": _build, "check": _check, "grade": _grade, "selfcheck": _selfcheck, "mutants": _mutants,
                 "gradescope": _gradescope, "merge": _merge, "export": _export}[args.command](args)
     except (assignments.UnknownAssignment, ValueError) as exc:
         print(f"lmgrade: error: {results.clean(exc)}", file=sys.stderr)
@@ -368,6 +386,22 @@ def _grade_batch(args, assignment, device: str) -> int:
               f"{args.out / 'histogram.png'}, {args.out / 'report.html'} (the class report), "
               f"{args.out / 'leaderboard.csv'}")
     return _batch_status(result, "run the same command again to retry them")
+
+
+def _mutants(args) -> int:
+    """Mutation score of an assignment's checks; exit 1 while a mutant survives that staff did not accept."""
+    from autograder.grading import mutants
+    _require_confinement(args)
+    assignment = assignments.get(args.assignment)
+    out = args.out or Path("mutants") / assignment.id
+    summary = mutants.run(assignment, out, question=args.question, per_function=args.per_function, jobs=args.jobs,
+                          seed=args.seed)
+    print(mutants.table(summary))
+    for why in summary.baseline_problems.values():
+        print(f"warning: {why}")
+    survivors = [o.mutant.id for o in summary.outcomes if o.status == "survived"]
+    print(f"{len(survivors)} survivor(s); report: {out / 'mutants.html'} ({summary.seconds / 60:.1f} min)")
+    return 1 if survivors else 0
 
 
 def _merge(args) -> int:

@@ -6,6 +6,8 @@ become `CheckFailed` subclasses with a message a student can act on.
 """
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from autograder.errors import CheckFailed
@@ -27,6 +29,35 @@ class StudentCrash(CheckFailed):
 
 class NotCalledAgain(StudentCrash):
     """The function ran past its time limit earlier in this grading, so it is not called again."""
+
+
+def value_digest(value) -> str:
+    """A digest of a decoded value: equal exactly when the values are (arrays by dtype, shape and bytes)."""
+    digest = hashlib.sha256()
+
+    def feed(v) -> None:
+        if isinstance(v, Remote):  # first: a proxy answers every attribute
+            digest.update(f"r{v._type}".encode())
+        elif isinstance(v, np.ndarray):
+            digest.update(f"a{v.dtype}{v.shape}".encode())
+            digest.update(np.ascontiguousarray(v).tobytes())
+        elif hasattr(v, "numpy") and hasattr(v, "dtype") and hasattr(v, "shape"):  # a decoded tensor
+            digest.update(f"t{v.dtype}{tuple(v.shape)}".encode())
+            digest.update(np.ascontiguousarray(v.detach().cpu().numpy()).tobytes())
+        elif isinstance(v, dict):
+            digest.update(b"d%d" % len(v))
+            for key in sorted(v, key=repr):
+                feed(key)
+                feed(v[key])
+        elif isinstance(v, (list, tuple)):
+            digest.update(b"l%d" % len(v))
+            for item in v:
+                feed(item)
+        else:
+            digest.update(f"{type(v).__name__}:{v!r}".encode())
+
+    feed(value)
+    return digest.hexdigest()[:16]
 
 
 class InProcessChannel:
@@ -74,6 +105,7 @@ class Student:
         # of the grader's own clock (WorkerFailure 'timeout'), never from anything the worker says.
         self._timed_out: dict[tuple, tuple[str, str, object]] = {}
         self._current_check = None  # the runner's CheckSpec of the check running now
+        self.transcript: list | None = None  # when a list: (label, digest) of every value read back (mutants.py)
 
     def __getattr__(self, name: str) -> "Remote":
         if name.startswith("_"):
@@ -144,6 +176,9 @@ class Student:
                                                                origin=origin, type_name=h.type_name))
         except wire.WireError as exc:
             raise StudentCrash(f"{label}: unreadable reply ({exc})") from None
+        if root.transcript is not None:
+            root.transcript.append((label, value_digest(value)))
+        return value
 
     def _not_called_again(self, shown: str, text: str, spec) -> str:
         """Why a call fails at once: where its function ran past its limit, and what that check said."""

@@ -89,9 +89,12 @@ def resolve_device(device: str) -> str:
 
 def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", public_only: bool = False,
           questions: set[str] | None = None, limits: Limits | None = None,
-          reference_results: dict | None = None) -> Report:
+          reference_results: dict | None = None, submission_seed: int | None = None,
+          transcript: list | None = None) -> Report:
     """Grade one submission. `reference_results` (from `reference_results(assignment)`) lets a batch
-    read the cached reference results once, before any worker of any submission has run."""
+    read the cached reference results once, before any worker of any submission has run.
+    `submission_seed` replaces the one taken from the cells (so two files get the same held-out
+    draws) and `transcript` collects a digest of every value read back: both for `lmgrade mutants`."""
     started = time.monotonic()
     if not assignment.uses_torch:
         device = "cpu"  # nothing to place on a GPU, and the CPU worker keeps its memory limit
@@ -105,7 +108,8 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
         reference_results = load_reference_results(cache_tag)  # missing ones: computed by the check, in here
     ctx_args = {"ref": ref, "fixtures": assignment.fixtures(), "device": device, "cache_tag": cache_tag,
                 "reference_results": reference_results,
-                "submission_seed": zlib.crc32("".join(c.source for c in sub.cells).encode())}
+                "submission_seed": (zlib.crc32("".join(c.source for c in sub.cells).encode())
+                                    if submission_seed is None else submission_seed)}
     if sub.unreadable:
         report.notes.insert(0, f"Nothing could be graded: {sub.unreadable}")
         report.results = [_result(fn.lmgrade_check, False, sub.unreadable) for fn in check_fns]
@@ -121,6 +125,7 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
                               explain_missing=lambda name: _explain_missing(name, sub, box),
                               explain_name_error=lambda msg: _explain_name_error(msg, sub))
             refused = policy.refused(sub.cells, assignment)  # outside the subset the grader can read
+            student.transcript = transcript
             tainted = forbidden.tainted_names(sub.cells, assignment.forbidden)
             reaches = [use for uses in forbidden.tainted_names(sub.cells, forbidden.ENGINE_NAMES).values()
                        for use in uses]
