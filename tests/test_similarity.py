@@ -135,6 +135,34 @@ def test_a_planted_copy_ranks_first_and_honest_variants_stay_low(tmp_path):
     assert not [p for p in found.pairs if "blank1" in (p.a.key, p.b.key) or "blank2" in (p.a.key, p.b.key)]
 
 
+def definitions(text: str) -> dict[str, str]:
+    """Each top-level function or class of `text`, as written."""
+    lines = text.splitlines(keepends=True)
+    return {node.name: "".join(lines[node.lineno - 1:node.end_lineno]) for node in ast.parse(text).body
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+
+
+def test_a_few_functions_copied_into_an_honest_notebook_rank_first(tmp_path):
+    """Copying three of a classmate's functions (renamed) into one's own work: the larger of the two
+    shares counts, so the copier ranks first although most of either file is not shared."""
+    planted_batch(tmp_path)
+    (tmp_path / "copier.py").unlink()
+    original = (tmp_path / "orig.py").read_text()
+    text = (tmp_path / "honest00.py").read_text()
+    for name in ("count_ngrams", "InterpolatedLM", "generate"):
+        own, theirs = definitions(text)[name], definitions(original)[name]
+        assert own != theirs
+        for old, new in RENAMES.items():
+            theirs = re.sub(rf"(?<![.\w]){old}\b", new, theirs)
+        text = text.replace(own, theirs)
+    (tmp_path / "honest00.py").write_text(text)
+    found = compare_folder(tmp_path)
+    first = found.pairs[0]
+    assert {first.a.key, first.b.key} == {"orig", "honest00"}
+    assert first.score > 0.15 and all(p.score < first.score / 3 for p in found.pairs[1:]), \
+        [(p.a.key, p.b.key, p.score) for p in found.pairs]
+
+
 def test_honest_variants_and_the_starter_share_little_even_below_the_listing_threshold(tmp_path, monkeypatch):
     """Every pair with any shared fingerprint, not only those a TA is shown: the starter's code and
     the code most of the class has in common never pair two students up."""

@@ -10,9 +10,10 @@ run of K tokens is hashed; a k-gram that is in the starter notebook (the code ev
 or in more than `common_limit` submissions (code the class shares, not copied between two) is set
 aside; of the rest, winnowing keeps the smallest hash of every WINDOW consecutive ones, so any
 common run of at least K + WINDOW - 1 tokens is found. Two submissions sharing fingerprints are a
-pair; its score is the share of each one's own tokens (those not from the starter) that the shared
-fingerprints cover, both sides together. Reordered functions, renamed variables, new comments and
-a reformatted file keep almost every fingerprint.
+pair; its score is the larger of the two shares of a student's own tokens (those not from the
+starter) that the shared fingerprints cover: the larger, so a student who copied a few functions
+of a classmate's long notebook scores high (the averaged share would drown them). Reordered
+functions, renamed variables, new comments and a reformatted file keep almost every fingerprint.
 
 Why our own code rather than `copydetect` (a PyPI package doing the same winnowing): measured on
 tests/test_similarity.py's batch (twelve correct staff variants, a planted disguised copy, two
@@ -245,7 +246,7 @@ class Pair:
 
     a: Doc
     b: Doc
-    score: float  # share of both sides' own tokens covered by shared fingerprints, 0..1
+    score: float  # the larger share of a side's own tokens covered by shared fingerprints, 0..1
     matched: tuple[int, int]  # tokens covered, in a and in b
     own: tuple[int, int]  # tokens not from the starter, in a and in b
     regions: list[tuple[tuple[int, int], tuple[int, int]]]  # ((first, last) token in a, same in b), longest first
@@ -300,7 +301,7 @@ def compare(docs: list[Doc], starter: list[str] | None = None) -> Findings:
         matched = (_cover(np.array(a_pos), len(docs[i].texts)), _cover(np.array(b_pos), len(docs[j].texts)))
         if min(matched) < MIN_MATCH:
             continue
-        score = sum(matched) / max(1, own[i] + own[j])
+        score = max(matched[0] / max(1, own[i]), matched[1] / max(1, own[j]))
         found.pairs.append(Pair(docs[i], docs[j], min(1.0, score), matched, (own[i], own[j]),
                                 _regions(docs[i], docs[j], prints[i], prints[j], values)))
     found.pairs.sort(key=lambda p: (-round(p.score, 6), -sum(p.matched), p.a.key, p.b.key))
@@ -415,11 +416,11 @@ def html_section(found: Findings | None, links: dict[str, str] | None = None) ->
     if found.error:
         return head + f"<p class='note'>The comparison could not run: {_e(found.error)}</p>"
     links = links or {}
-    starter = "the starter notebook's code and " if found.starter else ""
+    ignored = (f"the starter notebook's code and code found in more than {found.common_limit} submissions are"
+               if found.starter else f"code found in more than {found.common_limit} submissions is")
     parts = [head, "<p class='note'>Pairs of submissions whose graded cells are unusually alike once comments, "
-             f"docstrings, layout, names and literals are set aside, and {starter}code in more than "
-             f"{found.common_limit} submissions is ignored. <b>similarity</b>: the share of both students' own "
-             "code (not the starter's) covered by what they share. Alike is not copied: read the excerpts; "
+             f"docstrings, layout, names and literals are set aside; {ignored} ignored. <b>similarity</b>: the larger of the two shares of a "
+             "student's own code (not the starter's) found in the other's. Alike is not copied: read the excerpts; "
              "a TA decides. Never show this section to students. Every pair is in similarity.csv.</p>",
              f"<p>{found.compared} submissions compared; {len(found.pairs)} pair"
              f"{'s' if len(found.pairs) != 1 else ''} share at least {MIN_MATCH} tokens each.</p>"]
