@@ -84,7 +84,7 @@ def worker_dtype(t, dtype):
 
 
 def meta_probe(t, fn, args, what, **kwargs) -> None:
-    """The meta-device probe: it can fail a check (a reported mix-up, or no run on `meta`), never earn points."""
+    """The device probe (a simulated non-CPU device with real values): it can fail a check, never earn points."""
     assert_device_agnostic(fn, args, what, **kwargs)
 
 
@@ -106,6 +106,7 @@ def dot_product_hidden(t):
             close = assert_huge_close if scale > 1 else assert_module_close
             close(weights, w, what + " weights", dtype)
             close(context, torch.einsum("bs,bsd->bd", w, H.double()), what + " context", dtype)
+    meta_probe(t, t.student.dot_product_attention, [randn(t, 2, 4), randn(t, 2, 5, 4)], "dot_product_attention(h, H)")
 
 
 @check(1, 1, "bilinear_attention with d_dec != d_enc (float32, float64, huge scores)", uses=("bilinear_attention",))
@@ -123,6 +124,8 @@ def bilinear_hidden(t):
             close = assert_huge_close if scale > 1 else assert_module_close
             close(weights, w, what + " weights", dtype)
             close(context, torch.einsum("bs,bsd->bd", w, H.double()), what + " context", dtype)
+    meta_probe(t, t.student.bilinear_attention, [randn(t, 2, 3), randn(t, 2, 5, 4), randn(t, 3, 4)],
+               "bilinear_attention(h, H, W)")
 
 
 @check(1, 1, "gradients of both Q1 functions (gradcheck, float64)", uses=("dot_product_attention", "bilinear_attention"))
@@ -339,6 +342,8 @@ def split_merge_heads(t):
         what = f"merge_heads(x ({Bx}, {HEADS}, {T}, {D // HEADS}))"
         got = call(t, t.student.merge_heads, heads, what=what, want=dtype, shape=(Bx, T, D))
         assert_close(got, heads.transpose(1, 2).reshape(Bx, T, D), what)
+    meta_probe(t, t.student.split_heads, [randn(t, 2, 5, D), HEADS], f"split_heads(x, {HEADS})")
+    meta_probe(t, t.student.merge_heads, [randn(t, 2, HEADS, 5, D // HEADS)], "merge_heads(x)")
 
 
 @check(4, 2, "MultiHeadAttention against nn.MultiheadAttention (self-attention, masks, bias=False, huge scores)",
@@ -660,6 +665,8 @@ def float64_functions(t):
     assert_close(got, true_rope(x, positions), what, rtol=1e-9, atol=1e-9)
     probes = [(t.student.scaled_dot_product_attention, [q.float(), k.float(), v.float(), mask],
                "scaled_dot_product_attention(q, k, v, mask)"),
+              (t.student.scaled_dot_product_attention, [q.float(), k.float(), v.float()],
+               "scaled_dot_product_attention(q, k, v) (mask=None)"),
               (t.student.apply_rope, [k.float()], "apply_rope(x)")]
     for fn, args, what in probes:
         meta_probe(t, fn, args, what)

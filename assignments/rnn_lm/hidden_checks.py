@@ -492,6 +492,8 @@ def lm_loss_hidden(t):
     positional = t.student.lm_loss(model, cases[1][1], 0)
     assert_close_mod(positional, call_pure(t.student.lm_loss, model, cases[1][1], pad_id=0), "lm_loss(model, tokens, 0) "
                      "(pad_id given by position)", F64)
+    for pad_id, tokens in cases[:2]:
+        device_note(t, t.student.lm_loss, [model, tokens, pad_id], f"lm_loss(ToyRecurrentLM, tokens, pad_id={pad_id})")
 
 
 # ---- Q4: truncated BPTT -----------------------------------------------------------------------
@@ -723,6 +725,10 @@ def train_lm_repeatable(t):
             runs.append(t.student.train_lm(model, stream, steps=6, lr=0.1, batch_size=2, bptt=5, clip=1.0))
     assert_close(as_array(runs[1], "train_lm losses")[0], as_array(runs[0], "train_lm losses")[0],
                  "train_lm twice from the same weights: the losses of the second run", rtol=0, atol=0)
+    # the model on a non-CPU device, the stream on the CPU where a caller keeps it: the loop moves what it feeds
+    default_device_probe(t.student.train_lm, [make_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64), stream],
+                         "train_lm(ToyRecurrentLM on a device, stream (40,) on the CPU, steps=3)", move_data=False,
+                         kwargs=dict(steps=3, lr=0.1, batch_size=2, bptt=5, clip=1.0))
 
 
 # ---- Q5: gradient norms through time ----------------------------------------------------------
@@ -1259,6 +1265,8 @@ def attention_hidden(t):
     module = make_module(t, t.student.AdditiveAttention, (Hq, Hk, A), w, F32)
     device_note(t, module, [randn(t, 2, Hq, dtype=F32), randn(t, 2, 5, Hk, dtype=F32), length_mask([5, 2], 5)],
                 f"AdditiveAttention({Hq}, {Hk}, {A})(query, keys, mask)")
+    device_note(t, module, [randn(t, 2, Hq, dtype=F32), randn(t, 2, 5, Hk, dtype=F32)],
+                f"AdditiveAttention({Hq}, {Hk}, {A})(query, keys) (mask=None)")
 
 
 @check(8, 1, "AdditiveAttention gradients (gradcheck w.r.t. query and keys, and every parameter, float64)",
@@ -1350,6 +1358,11 @@ def train_seq2seq_exact(t):
         got = checked_state(model.state_dict(), ref.state_dict(), what)
         for name, value in ref.state_dict().items():
             assert_close(got[name], value, f"{what}: `{name}` after training", rtol=1e-6, atol=1e-9)
+    # the model on a non-CPU device, src and tgt on the CPU: the loop moves them, and makes its BOS column there
+    default_device_probe(t.student.train_seq2seq, [make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), quiet, F64),
+                                                   src, tgt],
+                         "train_seq2seq(Seq2Seq on a device, src and tgt on the CPU, steps=2)", move_data=False,
+                         kwargs=dict(steps=2, lr=0.05, batch_size=4, clip=1.0))
 
 
 GREEDY_S2S = dict(emb_dim=8, hidden_size=12, attn_size=8)

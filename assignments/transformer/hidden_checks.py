@@ -723,6 +723,8 @@ def adamw_vs_torch(t):
                 for name, got, exp in zip(("param", "m", "v"), out, expected):
                     close(got, exp, f"{what}: {name}", F64)
                 p, m, v = out
+    note_device(t, t.student.adamw_step, [params[0], grads_per_step[0][0], params[0] * 0.1, params[0] ** 2, 2, 0.01,
+                                          (0.9, 0.999), 1e-8, 0.1], "adamw_step(param, grad, m, v, step=2, ...)")
 
 
 ADAMW_KWARGS = dict(lr=0.03, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.2)
@@ -823,6 +825,7 @@ def clip_global_norm(t):
     small = [randn(t, 6, scale=1e-3)]
     close(t.student.clip_grads(small, 1.0)[0][0], small[0], "clip_grads([a tiny gradient], 1.0) leaves it as it is",
           F64)
+    note_device(t, t.student.clip_grads, [grads, 1.0], "clip_grads(3 gradients, 1.0)")
 
 
 @check(5, 2, "get_batch: shapes, int64, y is x shifted, real crops, every start reachable, seeding",
@@ -1192,6 +1195,10 @@ def train_seeded(t):
     if all(torch.equal(a[k], b[k]) for k in a):
         raise CheckFailed(f"{what} with seed 4 and seed 5 gave identical models: seed torch (manual_seed) and the batch "
                           "generator from settings['seed'].")
+    # train_ids on a non-CPU device: the model it builds, its batches and state live there too
+    note_device(t, t.student.train_lm, [data, EXACT_CONFIG, dict(settings, steps=2)],
+                f"train_lm(ids (300,) on a device, {describe(EXACT_CONFIG)}, steps=2)", follows_dtype=False,
+                dtypes=("float32",))
 
 
 @check(6, 3, "train_lm on Shakespeare (char-level): perplexity on the unseen test plays, scored by the grader",
@@ -1753,6 +1760,10 @@ def seq2seq_train_seeded(t):
     if all(torch.equal(a[k], b[k]) for k in a):
         raise CheckFailed(f"{what} with seed 4 and seed 5 gave identical models: seed torch (manual_seed) and the row "
                           "generator from settings['seed'].")
+    # src and tgt on a non-CPU device: the model it builds, its rows and the BOS column live there too
+    note_device(t, t.student.train_seq2seq, [src, tgt, S2S_EXACT_CONFIG, dict(settings, steps=2)],
+                f"train_seq2seq(src, tgt on a device, {describe(S2S_EXACT_CONFIG)}, steps=2)", follows_dtype=False,
+                dtypes=("float32",))
 
 
 SORT_LENGTH, BOS = 8, 10

@@ -274,7 +274,7 @@ def assert_permutation_equivariant(call, x: torch.Tensor, what: str, *, rng, tim
 
 def assert_device_agnostic(call, args: list, what: str, *, kwargs: dict | None = None, device_arg: str | None = None,
                            follows_dtype: bool = True, dtypes: tuple[str, ...] = ("float32", "float64"),
-                           seed: int = 0) -> str:
+                           seed: int = 0, move_data: bool = True) -> str:
     """No tensor on a hard-coded device or dtype: the call runs on a simulated non-CPU device.
 
     The simulated device (sandbox/simulated_device.py) carries real values, so `.item()`, `.tolist()`,
@@ -292,7 +292,8 @@ def assert_device_agnostic(call, args: list, what: str, *, kwargs: dict | None =
     `device_arg` names a keyword argument that says where to create the output (as in
     `causal_mask(T, device=...)`), set to the device in each run; `follows_dtype=False` for a
     function whose float outputs do not come from float inputs; `seed` seeds torch's global
-    generator before each run.
+    generator before each run; `move_data=False` moves only the modules, for a training loop, which
+    must move its data (kept on the CPU by a caller) to the model's device itself.
     """
     _refuse_if_tampered(call, what)
     kwargs = dict(kwargs or {})
@@ -303,13 +304,15 @@ def assert_device_agnostic(call, args: list, what: str, *, kwargs: dict | None =
             _check_real_dtype(call(*_float64(list(args))), _float64(list(args)), what, follows_dtype)
     for dtype in dtypes:
         try:
-            on_cpu = call.on_device(*args, dtype=dtype, simulated=False, device_arg=device_arg, seed=seed, **kwargs)
+            on_cpu = call.on_device(*args, kwargs=kwargs, dtype=dtype, simulated=False, device_arg=device_arg,
+                                    seed=seed, move_data=move_data)
         except StudentError as exc:
             raise CheckFailed(f"{what} could not run on the CPU in {dtype} ({_first_line(str(exc))}), so it could "
                               "not be compared with a run on another device (a check that cannot run does not "
                               "pass).") from None
         try:
-            on_device = call.on_device(*args, dtype=dtype, simulated=True, device_arg=device_arg, seed=seed, **kwargs)
+            on_device = call.on_device(*args, kwargs=kwargs, dtype=dtype, simulated=True, device_arg=device_arg,
+                                       seed=seed, move_data=move_data)
         except StudentError as exc:
             raise CheckFailed(_device_failure(str(exc), what)) from None
         if not (isinstance(on_cpu, dict) and isinstance(on_device, dict)):

@@ -200,19 +200,23 @@ def active():
         torch.__future__.set_swap_module_params_on_conversion(swap)
 
 
-def to_device(value, device, dtype: torch.dtype | None = None):
+def to_device(value, device, dtype: torch.dtype | None = None, *, modules_only: bool = False):
     """`value` with its tensors (and the parameters of copies of its modules) on `device`, floats in
-    `dtype`; containers are rebuilt, modules are deep copies (the caller's objects stay as they were)."""
+    `dtype`; containers are rebuilt, modules are deep copies (the caller's objects stay as they were).
+    With `modules_only`, tensors outside modules stay where they are, as data a caller keeps on the
+    CPU beside a model on a GPU (a training loop must move what it feeds the model)."""
     import copy
     if isinstance(value, torch.nn.Module):
         module = copy.deepcopy(value)
         return module.to(device=device, dtype=dtype) if dtype is not None else module.to(device)
     if isinstance(value, torch.Tensor):
+        if modules_only:
+            return value
         if dtype is not None and value.is_floating_point():
             return value.to(device, dtype=dtype)
         return value.to(device)
     if type(value) in (list, tuple):
-        return type(value)(to_device(v, device, dtype) for v in value)
+        return type(value)(to_device(v, device, dtype, modules_only=modules_only) for v in value)
     if type(value) is dict:
-        return {k: to_device(v, device, dtype) for k, v in value.items()}
+        return {k: to_device(v, device, dtype, modules_only=modules_only) for k, v in value.items()}
     return value

@@ -252,8 +252,9 @@ class Worker:
         values, so training loops, `.item()` and generators run as on a GPU, while mixing a device
         tensor with a CPU one raises as CUDA does. Floats go in `dtype`; modules (the target and any
         argument) are deep copies moved like `model.to(device)`, so the grader's objects are left
-        alone. With `seed`, torch's global generator is seeded first, so a CPU run and a device run
-        draw the same numbers. Returns {"outputs": the call's value, "states": the state dict of every
+        alone; without `move_data` only modules move (a training loop's data stay on the CPU, where a
+        caller keeps them beside a model on a GPU). With `seed`, torch's global generator is seeded
+        first, so a CPU run and a device run draw the same numbers. Returns {"outputs": the call's value, "states": the state dict of every
         module copy after the call}. Nothing here is believed: the grader compares the values with
         the CPU run, and a report from here can only fail a check (a graded cell can replace this).
         """
@@ -269,7 +270,8 @@ class Worker:
             torch.manual_seed(int(msg["seed"]))
         place = simulated_device.active() if msg.get("simulated") else _on_cpu()
         with place as device:
-            fn, args, kwargs = simulated_device.to_device((fn, args, kwargs), device, dtype)
+            fn, args, kwargs = simulated_device.to_device((fn, args, kwargs), device, dtype,
+                                                          modules_only=not msg.get("move_data", True))
             if msg.get("device_arg"):
                 kwargs[str(msg["device_arg"])] = device
             out = fn(*args, **kwargs)

@@ -1,0 +1,149 @@
+"""The simulated non-CPU device behaves like a GPU, and the device probes built on it catch the
+device bugs of every graded torch function while correct code keeps full marks.
+
+The first part drives `sandbox/simulated_device.py` directly; the second grades staff solutions with
+one realistic device bug each, in this process, on the checks of the bug's question (trainings to
+a perplexity left out): the failing set must be exactly the check that holds the device probe.
+"""
+import pytest
+import torch
+
+from autograder.authoring import assignments
+from autograder.sandbox import simulated_device as sim
+from tests.helpers import edited_solution, failing_in_process
+
+
+# ---- the device itself --------------------------------------------------------------------------
+def test_values_stay_real_and_mixing_with_a_cpu_tensor_raises_as_on_cuda():
+    with sim.active() as device:
+        x = torch.arange(6.0).reshape(2, 3).to(device)
+        assert x.device.type == sim.NAME and torch.get_default_device().type == "cpu"
+        assert (x * 2 + torch.ones(3, device=device)).sum().item() == 36.0
+        assert x.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+        assert (x + torch.tensor(1.0)).device == device  # a 0-dim CPU tensor mixes, as on CUDA
+        assert x[torch.tensor([1])].device == device  # CPU indices are allowed, as on CUDA
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+            x + torch.ones(3)
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+            torch.cat([x, torch.zeros(1, 3)])
+        with pytest.raises(TypeError, match="numpy"):
+            x.numpy()
+        assert type(x.cpu()) is torch.Tensor and torch.equal(x.cpu(), torch.arange(6.0).reshape(2, 3))
+
+
+def test_generators_belong_to_a_device():
+    with sim.active() as device:
+        g = torch.Generator(device=device).manual_seed(3)
+        assert g.device == device and isinstance(g, torch.Generator)
+        draw = torch.rand(4, device=device, generator=g)
+        assert torch.equal(draw.cpu(), torch.rand(4, generator=torch.Generator().manual_seed(3)))
+        with pytest.raises(RuntimeError, match="device type for generator"):
+            torch.rand(4, device=device, generator=torch.Generator().manual_seed(3))
+        with pytest.raises(RuntimeError, match="device type for generator"):
+            torch.multinomial(torch.ones(2, 3, device=device), 1, generator=torch.Generator())
+    assert torch.Generator is sim._RealGenerator  # restored after the probe
+
+
+def test_a_module_trains_on_the_device_and_keeps_its_parameters():
+    """`model.to(device)` after the optimizer is made still trains (set_data on a GPU); .item() in the loop."""
+    torch.manual_seed(0)
+    cpu_model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    x, y = torch.randn(8, 3), torch.randn(8, 1)
+
+    def train(model, device):
+        opt = torch.optim.Adam(model.parameters(), lr=0.1)
+        model.to(device)
+        losses = []
+        for _ in range(3):
+            loss = ((model(x.to(device)) - y.to(device)) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses, [p.detach().cpu() for p in model.parameters()]
+
+    import copy
+    expected = train(copy.deepcopy(cpu_model), "cpu")
+    with sim.active() as device:
+        got = train(copy.deepcopy(cpu_model), device)
+    assert got[0] == expected[0] and all(torch.equal(a, b) for a, b in zip(got[1], expected[1]))
+
+
+# ---- the probes in the graded checks ------------------------------------------------------------
+HEAVY = {"rnn_lm": {"shakespeare_lstm", "public_q7", "seq2seq_reversal"},
+         "transformer": {"shakespeare_perplexity", "synthetic_perplexity", "seq2seq_sorting"}}
+
+
+def failing(assignment_id: str, text: str, question: str) -> set:
+    names = {fn.lmgrade_check.name for fn in assignments.get(assignment_id).checks()
+             if fn.lmgrade_check.question == question}
+    return failing_in_process(assignment_id, text, names - HEAVY.get(assignment_id, set()))
+
+
+TRAIN_LOOP_RNN = "    data = batchify(stream, batch_size).to(device)  # (B, L)"
+S2S_RNN = "    src, tgt = src.to(device), tgt.to(device)\n"
+# name: (assignment, replacements, question, the check holding the probe)
+BUGS = {
+    "lm_loss builds its pad mask with torch.ones(N)": ("rnn_lm", [(
+        "    keep = (targets.reshape(-1) != pad_id).to(losses.dtype)",
+        "    keep = torch.ones(targets.numel(), dtype=losses.dtype)\n    keep[(targets.reshape(-1) == pad_id).cpu()] = 0")],
+        "3", "lm_loss_hidden"),
+    "greedy_decode feeds torch.LongTensor tokens": ("rnn_lm", [(
+        "            logits, state = model(torch.tensor([[token]], device=device), state)\n    return out\n\n\ndef sample",
+        "            logits, state = model(torch.LongTensor([[token]]), state)\n    return out\n\n\ndef sample")],
+        "6", "greedy_hidden"),
+    "seq2seq attention replaces mask=None by a CPU mask": ("rnn_lm", [(
+        "        if mask is not None:\n            scores = scores.masked_fill(~mask, float(\"-inf\"))\n",
+        "        if mask is None:\n            mask = torch.ones(scores.shape, dtype=torch.bool)\n"
+        "        scores = scores.masked_fill(~mask, float(\"-inf\"))\n")], "8", "attention_hidden"),
+    "rnn_lm train_lm never moves the stream": ("rnn_lm", [(
+        TRAIN_LOOP_RNN, "    data = batchify(stream, batch_size)  # (B, L)")], "4", "train_lm_repeatable"),
+    "rnn_lm train_seq2seq never moves src and tgt": ("rnn_lm", [(S2S_RNN, "")], "8", "train_seq2seq_exact"),
+    "rnn_lm train_seq2seq makes its BOS column on the CPU": ("rnn_lm", [(
+        "        y_in = torch.cat([torch.full_like(y[:, :1], BOS), y[:, :-1]], dim=1)",
+        "        y_in = torch.cat([torch.full((y.size(0), 1), BOS), y[:, :-1]], dim=1)")], "8", "train_seq2seq_exact"),
+    "generate seeds a CPU generator whatever the input's device": ("transformer", [(
+        "    generator = torch.Generator(device=idx.device).manual_seed(seed)",
+        "    generator = torch.Generator().manual_seed(seed)")], "7", "generate_greedy"),
+    "transformer train_lm never moves the model it builds": ("transformer", [(
+        "    model = TransformerLM(**config).to(train_ids.device)", "    model = TransformerLM(**config)")],
+        "6", "train_seeded"),
+    "transformer train_seq2seq makes its BOS column on the CPU": ("transformer", [(
+        "    bos = torch.full((s[\"batch_size\"], 1), s[\"bos\"], dtype=torch.long, device=src.device)",
+        "    bos = torch.full((s[\"batch_size\"], 1), s[\"bos\"], dtype=torch.long)")], "8", "seq2seq_train_seeded"),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_a_device_bug_fails_exactly_its_device_check(bug):
+    assignment_id, replacements, question, check = BUGS[bug]
+    assert failing(assignment_id, edited_solution(assignment_id, replacements), question) == {check}
+
+
+# name: (assignment, replacements, question)
+CORRECT = {
+    "Gumbel-max sampling from the seeded CPU generator, moved with .to(z.device)": ("transformer", [(
+        "            probs = torch.softmax(filter_logits(logits, temperature, top_k, top_p), dim=-1)\n"
+        "            nxt = torch.multinomial(probs, 1, generator=generator)",
+        "            z = filter_logits(logits, temperature, top_k, top_p)\n"
+        "            u = torch.rand(z.shape, generator=cpu_generator, dtype=z.dtype).to(z.device)\n"
+        "            nxt = (z - torch.log(-torch.log(u))).argmax(dim=-1, keepdim=True)"),
+        ("    generator = torch.Generator(device=idx.device).manual_seed(seed)",
+         "    cpu_generator = torch.Generator().manual_seed(seed)")], "7"),
+    "attention keeps its fill value and mask dtype in attributes, makes the mask with new_ones": ("rnn_lm", [(
+        "        if mask is not None:\n            scores = scores.masked_fill(~mask, float(\"-inf\"))\n",
+        "        if mask is None:\n            mask = scores.new_ones(scores.shape, dtype=self.mask_dtype)\n"
+        "        scores = scores.masked_fill(~mask, self.fill)\n"),
+        ("        self.score = nn.Linear(attn_size, 1, bias=False)\n",
+         "        self.score = nn.Linear(attn_size, 1, bias=False)\n        self.mask_dtype = torch.bool\n"
+         "        self.fill = float(\"-inf\")\n")], "8"),
+    "train_lm moves the model and stream with .to(device) from the stream's... model, and logs .item()": ("rnn_lm", [(
+        TRAIN_LOOP_RNN, "    data = batchify(stream, batch_size)\n    data = data.to(next(model.parameters()).device)")],
+        "4"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(CORRECT))
+def test_code_right_on_a_gpu_keeps_full_marks(variant):
+    assignment_id, replacements, question = CORRECT[variant]
+    assert failing(assignment_id, edited_solution(assignment_id, replacements), question) == set()
