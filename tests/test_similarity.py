@@ -25,6 +25,8 @@ import pytest
 
 from autograder.authoring import assignments
 from autograder.grading import batch, similarity
+from autograder.grading.records import BatchResult, file_digest
+from autograder.grading.submissions import Entry
 from autograder.sandbox import extract
 from tests.helpers import edited_solution, solution_text
 from tests.test_batch import FAST, tiny  # noqa: F401 - the small ngram copy, a module fixture
@@ -320,3 +322,22 @@ def test_a_batch_writes_similarity_csv_and_a_staff_only_section(tmp_path, tiny):
     later = similarity.in_batch(result, tiny)
     assert [p for p in later.pairs if "<b>cop" in p.a.students + p.b.students] == []
     assert any("<b>cop: " in why and "changed since it was graded" in why for why in later.left_out)
+
+
+def test_whatever_goes_wrong_the_batch_gets_a_section_that_says_so():
+    found = similarity.in_batch(None, NGRAM)  # not a batch at all
+    assert found.error.startswith("AttributeError") and found.pairs == []
+    assert "The comparison could not run: AttributeError" in similarity.html_section(found)
+    assert similarity.csv_text(found).count("\n") == 1  # the header only
+
+
+def test_a_huge_submission_is_compared_on_its_first_tokens_and_says_so(tmp_path):
+    huge, small = tmp_path / "huge.py", tmp_path / "small.py"
+    huge.write_text("def f(x):\n" + "    x = x * 2 + 1\n" * 10_000 + "    return x\n")
+    small.write_text(solution_text("ngram"))
+    entries = [Entry(p.stem, [p.stem], p, str(p)) for p in (huge, small)]
+    result = BatchResult(entries=entries, records={e.key: {"sha256": file_digest(e.path)} for e in entries})
+    start = time.process_time()
+    found = similarity.in_batch(result, NGRAM)
+    assert time.process_time() - start < 10 and found.error == "" and found.compared == 2
+    assert found.left_out == [f"huge: only the first {similarity.MAX_TOKENS} tokens of the graded cells were compared"]

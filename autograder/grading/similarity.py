@@ -108,8 +108,8 @@ def names_of(trees: list[ast.Module]) -> Names:
     return names
 
 
-def normalised_tokens(source: str, names: Names | None = None, tree: ast.Module | None = None
-                      ) -> tuple[list[str], list[int]]:
+def normalised_tokens(source: str, names: Names | None = None, tree: ast.Module | None = None,
+                      limit: int = MAX_TOKENS) -> tuple[list[str], list[int]]:
     """The tokens of one cell with names, literals, comments and layout set aside, and their lines.
 
     Names the student chose become `V`; builtins, keywords and imported libraries keep their
@@ -117,6 +117,7 @@ def normalised_tokens(source: str, names: Names | None = None, tree: ast.Module 
     the student assigns it or defines it (`self.counts`, a helper method), so library calls like
     `.items()` stay. Docstrings and other bare strings are dropped; NEWLINE is `;`, INDENT and DEDENT
     are `{` and `}`; a trailing comma before a closing bracket is dropped (a formatter adds it).
+    Stops after `limit` tokens (a hostile cell can be megabytes).
     """
     tree = tree or ast.parse(source)
     names = names or names_of([tree])
@@ -129,6 +130,8 @@ def normalised_tokens(source: str, names: Names | None = None, tree: ast.Module 
     starts = True  # the next token starts a statement
     depth = 0  # inside an f-string (Python 3.12 splits them into parts)
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if len(texts) > limit:
+            break
         kind, text = tok.type, tok.string
         name = tokenize.tok_name.get(kind, "")
         if name.startswith("FSTRING_"):
@@ -193,7 +196,7 @@ def read_doc(key: str, students: list[str], source: str, cells: list[extract.Cel
         if i not in trees:
             continue
         try:
-            texts, lines = normalised_tokens(cell.source, names, trees[i])
+            texts, lines = normalised_tokens(cell.source, names, trees[i], MAX_TOKENS - len(doc.texts))
         except (SyntaxError, ValueError, tokenize.TokenError, RecursionError, MemoryError):
             continue
         room = MAX_TOKENS - len(doc.texts)
