@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from autograder.authoring.assignments import load_module
+from autograder.checking import properties
 from autograder.checking.checks import check
 from autograder.checking.compare import assert_close, assert_equal, assert_shape
 from autograder.checking.perplexity import assert_perplexity
@@ -1402,7 +1403,32 @@ def filter_boundaries(t):
             raise CheckFailed(f"{what}: removed tokens must be exactly -inf")
         close(got[kept], ((logits + shift) / temperature)[kept], f"{what}: the kept logits (divided by the temperature)",
               F64)
+    properties.run(filter_matrix(t))
     note_device(t, t.student.filter_logits, [logits.float(), 0.7, 3, 0.6], "filter_logits(logits (2, 5), 0.7, 3, 0.6)")
+
+
+def filter_matrix(t) -> properties.Graded:
+    """filter_logits' samples for the property matrix, against the reference's filter_logits.
+
+    Shapes: the docstring's "last dimension" holds for 1-D to 4-D logits and a batch of one (top-k taken on
+    dim=1 is right for 2-D only). Extremes: confident logits (N(0, 1) times 1000, a temperature of 0.01), where
+    every probability but the largest rounds to 0, so top-k chosen on probabilities removes nothing."""
+    S, samples = properties.Sample, {"shapes": [], "extremes": [], "edges": []}
+    options = (dict(top_k=2), dict(top_p=0.7), dict(top_k=3, top_p=0.8), dict(temperature=0.5, top_k=4))
+    for shape in ((7,), (1, 7), (3, 7), (2, 3, 7), (2, 2, 3, 7)):
+        logits = randn(t, *shape, scale=2.0)
+        for kwargs in options:
+            samples["shapes"].append(S(f"logits {shape} of N(0, 4), {describe(kwargs)}", (logits,), dict(kwargs)))
+    for shape in ((2, 9), (2, 3, 9)):
+        for scale, kwargs in ((1000.0, dict(top_k=3)), (1000.0, dict(top_k=2, top_p=0.9)), (1.0, dict(temperature=0.01,
+                                                                                                        top_k=3))):
+            samples["extremes"].append(S(f"logits {shape} of N(0, {scale:g}**2), {describe(kwargs)}",
+                                         (randn(t, *shape, scale=scale),), dict(kwargs)))
+    samples["extremes"].append(S("logits (2, 3, 9) of N(0, 1000**2), float32, top_k=3",
+                                 (randn(t, 2, 3, 9, scale=1000.0, dtype=F32),), dict(top_k=3)))
+    samples["edges"] = [S(f"logits (2, 1) (one token), {describe(kwargs)}", (randn(t, 2, 1),), dict(kwargs))
+                        for kwargs in (dict(top_k=1), dict(top_p=0.5), dict(top_k=3))]
+    return properties.Graded("filter_logits", t.student.filter_logits, t.ref.filter_logits, samples)
 
 
 def greedy_truth(state, cfg, idx, n):
@@ -1480,6 +1506,7 @@ def generate_greedy(t):
                 assert_equal(got.tolist(), expected.tolist(), what)
     for cfg in KV_CASES:
         generate_uses_its_cache(t, cfg)
+    properties.run(generate_matrix(t))
     cfg = KV_CASES[0]  # no tensor on a fixed device in generate itself (filter_logits is probed on its own)
     model = make_module(t, "TransformerLM", (), cfg, lm_state(t, cfg), F64)
     for args, what in (([0.0, None, None], "temperature=0"), ([0.8, None, None], "temperature=0.8")):
@@ -1487,6 +1514,23 @@ def generate_greedy(t):
             assert_device_agnostic(t.student.generate, [model, ids(t, 2, 3, V=13), 2, *args, 0, use_cache],
                                    f"generate(model, idx (2, 3), 2, {what}, use_cache={use_cache})",
                                    follows_dtype=False)
+
+
+def generate_matrix(t) -> properties.Graded:
+    """generate's edge samples for the property matrix: max_new_tokens=0 (the prompt back, sampling or not), one new
+    token, a prompt of one token and a batch of one, with and without the cache, against the reference's generate."""
+    cfg = KV_CASES[0]
+    state = lm_state(t, cfg)
+    model = properties.Both(make_module(t, "TransformerLM", (), cfg, state, F64),
+                            ref_module(t.ref, "TransformerLM", (), cfg, state))
+    S, edges = properties.Sample, []
+    for shape, n, kwargs in (((2, 3), 0, dict(temperature=0.0)), ((2, 3), 0, dict(temperature=0.8, top_k=3)),
+                             ((1, 1), 1, dict(temperature=0.0)), ((1, 4), 0, dict(temperature=1.0))):
+        prompt = ids(t, *shape, V=13)
+        for use_cache in (True, False):
+            edges.append(S(f"model ({describe(cfg)}), idx {shape}, max_new_tokens={n}, {describe(kwargs)}, "
+                           f"use_cache={use_cache}", (model, prompt, n), dict(kwargs, use_cache=use_cache)))
+    return properties.Graded("generate", t.student.generate, t.ref.generate, {"edges": edges})
 
 
 def chi_square_ok(counts: np.ndarray, probs: np.ndarray) -> tuple:
@@ -1659,15 +1703,10 @@ def greedy_decode_matches(t):
     state = fill(t.rng, seq2seq_shapes(*S2S_ARGS))
     model = make_module(t, "Seq2Seq", S2S_ARGS, {}, state, F64)
     reference = ref_module(t.ref, "Seq2Seq", S2S_ARGS, {}, state)
-    for B, S, n in ((3, 8, 7), (1, 4, 1)):
-        src = ids(t, B, S, V=10)
-        what = f"greedy_decode(model, src ({B}, {S}), {n}, bos=10)"
-        got = call_pure(t.student.greedy_decode, model, src, n, 10, what=what)
-        with torch.no_grad():
-            expected = grader_greedy(reference, src, n, 10)
-        if not isinstance(got, torch.Tensor) or got.dtype != torch.int64:
-            raise CheckFailed(f"{what} should return an int64 tensor")
-        assert_equal(got.tolist(), expected.tolist(), what)
+    both, S = properties.Both(model, reference), properties.Sample
+    samples = {kind: [S(f"model, src ({B}, {L}), n={n}, bos=10", (both, ids(t, B, L, V=10), n, 10)) for B, L, n in sizes]
+               for kind, sizes in (("shapes", ((3, 8, 7), (2, 5, 3))), ("edges", ((2, 4, 0), (1, 4, 1), (1, 1, 2))))}
+    properties.run(properties.Graded("greedy_decode", t.student.greedy_decode, grader_greedy, samples))
     assert_device_agnostic(t.student.greedy_decode, [model, ids(t, 2, 4, V=10), 3, 10],
                            "greedy_decode(model, src (2, 4), 3, bos=10)", follows_dtype=False)
 
