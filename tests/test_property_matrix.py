@@ -75,6 +75,34 @@ BUGS = {
         "            if token == eos_id or len(out) >= max_len:\n")], "6", {"public_sample": None, "sample_hidden": "edges"}),
 }
 
+# transformer --------------------------------------------------------------------------------------
+TOPK = "        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]  # (..., 1)\n"
+TOPK_FILL = "        logits = logits.masked_fill(logits < kth, float(\"-inf\"))\n"
+GENERATE_LOOP = "    for _ in range(max_new_tokens):\n        if use_cache:\n"
+GENERATE_END = "        idx = torch.cat([idx, nxt], dim=1)\n        new = nxt\n    return idx\n"
+S2S_GREEDY = ("    out = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)\n    for _ in range(n):\n"
+              "        nxt = model.decode(out, memory)[:, -1].argmax(dim=-1, keepdim=True)\n"
+              "        out = torch.cat([out, nxt], dim=1)\n    return out[:, 1:]\n")
+BUGS |= {
+    "filter_logits: top-k on dim=1 (right for 2-D logits only)": ("transformer", [(
+        TOPK, "        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=1).values[:, -1:]\n")], "7",
+        {"filter_boundaries": "shapes"}),
+    "filter_logits: top-k chosen on probabilities (underflow keeps everything)": ("transformer", [(TOPK + TOPK_FILL,
+        "        probs = torch.softmax(logits, dim=-1)\n"
+        "        kth = torch.topk(probs, min(top_k, probs.shape[-1]), dim=-1).values[..., -1:]\n"
+        "        logits = logits.masked_fill(probs < kth, float(\"-inf\"))\n")], "7", {"filter_boundaries": "extremes"}),
+    "generate: draws before it counts (max_new_tokens=0 gives a token)": ("transformer", [
+        (GENERATE_LOOP, "    start = idx.size(1)\n    while True:\n        if use_cache:\n"),
+        (GENERATE_END, "        idx = torch.cat([idx, nxt], dim=1)\n        new = nxt\n"
+                       "        if idx.size(1) - start >= max_new_tokens:\n            break\n    return idx\n")], "7",
+        {"generate_greedy": "edges"}),
+    "seq2seq greedy_decode concatenates a list of new columns (fails at n=0)": ("transformer", [(S2S_GREEDY,
+        "    out = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)\n    new = []\n"
+        "    for _ in range(n):\n        nxt = model.decode(out, memory)[:, -1].argmax(dim=-1, keepdim=True)\n"
+        "        out = torch.cat([out, nxt], dim=1)\n        new.append(nxt)\n    return torch.cat(new, dim=1)\n")],
+        "8", {"greedy_decode_matches": "edges"}),
+}
+
 
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_bug_fails_exactly_its_property(bug):
@@ -85,6 +113,7 @@ def test_bug_fails_exactly_its_property(bug):
         assert prop is None or failed[name].startswith(f"property `{prop}`"), failed[name]
 
 
-@pytest.mark.parametrize("assignment, question", [("rnn_lm", "1"), ("rnn_lm", "2"), ("rnn_lm", "6")])
+@pytest.mark.parametrize("assignment, question", [("rnn_lm", "1"), ("rnn_lm", "2"), ("rnn_lm", "6"),
+                                                     ("transformer", "7"), ("transformer", "8")])
 def test_staff_solution_passes_the_matrix(assignment, question):
     assert failures_in_process(assignment, edited_solution(assignment, []), question) == {}

@@ -34,7 +34,7 @@ from autograder.checking.remote import StudentError
 from autograder.checking.torch_checks import MODULE_TOLERANCES, assert_global_generator_untouched
 from autograder.errors import CheckFailed
 
-PROPERTIES = ("extremes", "edges", "shapes", "inputs", "generator")
+PROPERTIES = ("shapes", "edges", "extremes", "inputs", "generator")  # the order they run in: plain inputs first
 GRAD_TOL = (1e-7, 1e-9)
 HINTS = {"extremes": " At inputs this large, exp by hand overflows (inf / inf is NaN, log(0) is -inf) and a "
                      "probability rounds to 0: use torch.softmax, log_softmax, tanh and sigmoid, and compare logits.",
