@@ -14,6 +14,11 @@ import pytest
 for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+# The simulated device of the device probes must exist before this process's first backward pass
+# (autograd sizes its device queues once); checks answered in-process run probes after other tests.
+from autograder.sandbox import simulated_device  # noqa: E402
+simulated_device.install()
+
 
 @pytest.fixture
 def policy_off(monkeypatch):

@@ -160,6 +160,8 @@ class Worker:
         skip = set(msg.get("skip", []))
         if msg.get("import_torch"):
             import torch  # noqa: F401 - imported before student code so seeding and devices work
+            from autograder.sandbox import simulated_device
+            simulated_device.install()  # before any backward: autograd sizes its device queues once
         errors = []
         ns = self.module.__dict__
         ns["__name__"] = "submission"
