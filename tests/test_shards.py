@@ -387,3 +387,29 @@ def test_a_changed_record_or_other_checks_are_not_merged(tmp_path, tiny, monkeyp
     assert not (out / "grades.csv").exists()
     monkeypatch.undo()
     assert shard.merge([out], assignment=tiny).graded == 2 and (out / "grades.csv").exists()
+
+
+def test_a_shard_typed_otherwise_and_interrupted_keeps_its_saved_records_mergeable(tmp_path, tiny, monkeypatch):
+    """Rerun with the folder typed otherwise, the shard notes where each unchanged file is now; if it
+    is then stopped before the end, every record it kept still matches its manifest: the merge names
+    only what was not graded, never a saved record as changed."""
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    subs.mkdir()
+    for name in ("ann.py", "ben.py"):
+        (subs / name).write_text("")  # unreadable: recorded without a grader, quick
+    batch.run([subs], tiny, out, shard=(0, 1), progress=False)
+    (subs / "cyd.py").write_text(solution())  # new: to be graded when the shard is stopped
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(batch, "_grade_all", stopped)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(batch.Interrupted):
+        batch.run([Path("subs")], tiny, Path("out"), shard=(0, 1), progress=False)
+    with pytest.raises(shard.Incomplete) as info:
+        shard.merge([out], assignment=tiny)
+    said = str(info.value)
+    assert "shard 0/1: 2 of 3 saved; it was interrupted" in said and "not saved: cyd" in said, said
+    assert "changed since" not in said
+    record = json.loads((out / ".lmgrade" / "records" / "ann.json").read_text())
+    assert record["source"] == str(Path("subs") / "ann.py")

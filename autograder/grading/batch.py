@@ -93,7 +93,10 @@ def run(inputs: list[Path], assignment: Assignment, out: Path, *, jobs: int = 1,
                      and old.get("checks") == digest and set(old.get("questions", [])) >= set(all_questions)
                      and old.get("students") == entry.students)
             if fresh and not force and not questions:
-                old.update(_where(entry))  # the same submission, perhaps spelled otherwise: say where it is now
+                where = _where(entry)  # the same submission, perhaps typed otherwise: say where it is now
+                if any(old.get(k) != v for k, v in where.items()):
+                    old.update(where)  # saved at once: a shard's manifest must match the record on disk
+                    write_text(state / "records" / f"{entry.key}.json", json.dumps(old, indent=1))
                 result.records[entry.key] = old
                 result.skipped += 1
                 saved[0] += 1
