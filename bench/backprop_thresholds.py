@@ -10,14 +10,22 @@ reference at the grader's seed. Each training run is single-threaded, as in the 
 The last row trains on the test plays themselves, which no honest run can: the grader flags a
 perplexity below FLOOR_RATIO times the reference as having seen the test text.
 
-Provenance: a submission trains from init_params(seed) with a secret seed, and its E, W and U must keep
+Provenance: a submission trains from the start the grader passes (the reference's init_params with a
+secret seed; the rows below train from init_params(seed), the same draw), and its E, W and U must keep
 START_LEAST (each) and START_MEAN (on average) of the correlation with that start which the
 reference's run at the grader's seed keeps. A second table prints, per row and seed, the least and
 the mean share kept; then weights trained from another seed (pasted), blends of them with the start
 (one factor for all matrices, and the cheapest passing one of a search with a factor per matrix),
 and the start moved by the pasted run's update, each with its perplexity.
 
-Run: .venv/bin/python bench/backprop_thresholds.py   (about five minutes; --cheat-only: the last row)
+Positions (--spread, seconds): train_minibatch_hidden trains on a stream of parts with words of their
+own and needs every part learned (each part's gain in log P(its own words) at least SPREAD_SHARE of
+the best part's); this prints the gains of correct samplers, of the issue-31 sampler (consecutive
+slices from the start) and others that see part of the stream, and of broken updates (whose best gain
+stays under SPREAD_LEARNED, so the spread is not judged).
+
+Run: .venv/bin/python bench/backprop_thresholds.py   (about five minutes; --cheat-only: the last row;
+--spread: the positions table only)
 """
 import os
 
@@ -120,8 +128,50 @@ def provenance_table(seeds: list[int], base: float) -> None:
         row(f"twice the steps ({alone:.3f}) + that blend", {k: better[k] + beta[k] * start[k] for k in better})
 
 
+SPREAD_VARIANTS = {
+    "correct: reference (integers, with replacement)": lambda: ref,
+    "correct: epochs of shuffled positions": lambda: VARIANTS["correct: epochs of shuffled positions"],
+    "correct: blocks at random offsets": lambda: variant((SAMPLING, "        first = rng.integers(0, len(targets) - "
+                                                          "batch_size + 1)\n        batch = np.arange(first, first + "
+                                                          "batch_size)\n")),
+    "bug: consecutive slices from the start": lambda: variant((SAMPLING, "        batch = np.arange(_ * batch_size, "
+                                                               "(_ + 1) * batch_size) % len(targets)\n")),
+    "bug: the first half of the stream": lambda: variant((SAMPLING, "        batch = rng.integers(0, len(targets) // 2, "
+                                                          "size=batch_size)\n")),
+    "bug: the first 90% of the stream": lambda: variant((SAMPLING, "        batch = rng.integers(0, len(targets) * 9 "
+                                                         "// 10, size=batch_size)\n")),
+    "broken update: a step along the gradient": lambda: variant(("params[name] -= lr * grads[name]",
+                                                                 "params[name] += lr * grads[name]")),
+    "broken update: divided by the batch size": lambda: variant(("params[name] -= lr * grads[name]",
+                                                                 "params[name] -= lr * grads[name] / batch_size")),
+}
+
+
+def spread_table(seeds=range(5)) -> None:
+    """Each part's gain over `seeds`, and the share of the best part's gain the worst part reaches."""
+    import numpy as np
+    s, n = hidden.SPREAD_SETTINGS, hidden.SPREAD_LENGTH
+    print(f"positions: every part must gain >= {hidden.SPREAD_SHARE} of the best part's gain, judged when the best "
+          f"gains >= {hidden.SPREAD_LEARNED}; cells: worst/best (best)")
+    for name, make in SPREAD_VARIANTS.items():
+        module, cells = make(), []
+        for seed in seeds:
+            rng = np.random.default_rng(seed)
+            part = np.repeat(np.arange(hidden.SPREAD_PARTS), n // hidden.SPREAD_PARTS)
+            ids = 2 + hidden.SPREAD_WORDS * part + rng.integers(0, hidden.SPREAD_WORDS, size=n)
+            V = 2 + hidden.SPREAD_PARTS * hidden.SPREAD_WORDS
+            start = ref.init_params(V, s["dim"], s["hidden"], s["context"], 100 + seed)
+            params, _ = module.train_ffnn(ids, V, **{**s, "seed": seed}, start=start)
+            gains = hidden.part_gains(ref, start, params, ids, part, s["context"])
+            cells.append(f"{gains.min() / gains.max():6.2f} ({gains.max():5.2f})")
+        print(f"{name:45s}" + "  ".join(cells), flush=True)
+
+
 def main():
     global PROFILE
+    if "--spread" in sys.argv:
+        spread_table()
+        return
     seed = hidden.TRAIN_SETTINGS["seed"]
     start = time.process_time()
     run = hidden.train_and_score(ref)

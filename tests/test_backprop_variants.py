@@ -114,10 +114,18 @@ BUGS = {
     "gradient_check compares with 1e-6 instead of tol": (
         [("    return bool(error <= tol), error", "    return bool(error <= 1e-6), error")],
         {"gradient_check_hidden"}),
-    "train_ffnn initializes with the default context": (
-        [("    params = init_params(vocab_size, dim, hidden, context, seed)\n",
-          "    params = init_params(vocab_size, dim, hidden, seed=seed)\n")],
-        {"train_steps_hidden", "train_minibatch_hidden"}),
+    "train_ffnn initializes with the default context": (  # only without a start: the grader's own start is right
+        [("        start = init_params(vocab_size, dim, hidden, context, seed)\n",
+          "        start = init_params(vocab_size, dim, hidden, seed=seed)\n")],
+        {"train_steps_hidden"}),
+    "train_ffnn ignores the start it is given": (
+        [("    if start is None:\n        start = init_params(vocab_size, dim, hidden, context, seed)\n",
+          "    start = init_params(vocab_size, dim, hidden, context, seed)\n")],
+        {"public_train", "train_steps_hidden", "train_minibatch_hidden"}),
+    "train_ffnn trains the start it is given in place": (
+        [("    params = {name: np.array(value, dtype=np.float64) for name, value in start.items()}",
+          "    params = start")],
+        {"public_train", "train_steps_hidden"}),  # with lr = 0 (train_minibatch_hidden) nothing changes
     "init_params ignores its seed": (
         [("    rng = np.random.default_rng(seed)\n    return {", "    rng = np.random.default_rng(0)\n    return {")],
         {"ffnn_init_hidden"}),
@@ -136,7 +144,7 @@ BUGS = {
         [("    rng = np.random.default_rng(seed)\n    return {", "    rng = np.random.default_rng(seed)\n    params = {"),
          ('        "b2": np.zeros(vocab_size),\n    }\n',
           '        "b2": np.zeros(vocab_size),\n    }\n    return {k: v.astype(np.float32) for k, v in params.items()}\n')],
-        {"ffnn_init_hidden", "public_train", "train_steps_hidden"}),  # float32 steps are off in the 8th digit
+        {"ffnn_init_hidden"}),  # training starts from the grader's start, or copies init_params' in float64
     "W and U drawn from 0 to the bound, not symmetric": (
         [("        \"W\": rng.uniform(-1.0, 1.0, size=(hidden, context * dim))",
           "        \"W\": rng.uniform(0.0, 1.0, size=(hidden, context * dim))"),
@@ -276,6 +284,15 @@ BUGS = {
     "SGD update divided by the batch size again": (
         [("            params[name] -= lr * grads[name]", "            params[name] -= lr * grads[name] / batch_size")],
         {"public_train", "train_steps_hidden"}),
+    # issue 31: 2,000 steps of 128 saw the first 256k of Shakespeare's 909k positions, within the margin
+    "minibatches as consecutive slices from the start of the stream": (
+        [("        batch = rng.integers(0, len(targets), size=batch_size)",
+          "        batch = np.arange(_ * batch_size, (_ + 1) * batch_size) % len(targets)")],
+        {"train_minibatch_hidden"}),
+    "minibatches drawn from the first half of the stream": (
+        [("        batch = rng.integers(0, len(targets), size=batch_size)",
+          "        batch = rng.integers(0, len(targets) // 2, size=batch_size)")],
+        {"train_minibatch_hidden"}),
     "learning rate decayed at every step": (
         [("    for _ in range(steps):\n        batch", "    for step in range(steps):\n        batch"),
          ("            params[name] -= lr * grads[name]", "            params[name] -= lr / (1 + 0.01 * step) * grads[name]")],
@@ -367,6 +384,10 @@ CORRECT = {
          '    U = rng.uniform(-1 / np.sqrt(hidden), 1 / np.sqrt(hidden), (vocab_size, hidden))\n'
          '    bound = 1 / np.sqrt(context * dim)\n    W = rng.uniform(-bound, bound, (hidden, context * dim))\n'
          '    return {\n        "E": E,\n        "W": W,\n        "b": np.zeros(hidden),\n        "U": U,\n')],
+    "minibatches as blocks of consecutive positions at random offsets, with replacement": [
+        ("        batch = rng.integers(0, len(targets), size=batch_size)",
+         "        first = rng.integers(0, len(targets) - batch_size + 1)\n"
+         "        batch = np.arange(first, first + batch_size)")],
     "minibatches by rng.choice without replacement": [
         ("        batch = rng.integers(0, len(targets), size=batch_size)",
          "        batch = rng.choice(len(targets), size=batch_size, replace=False)")],
@@ -419,6 +440,11 @@ FEEDBACK = {
     "W and U drawn from 0 to the bound, not symmetric": ("ffnn_init_hidden", "not from 0"),
     "W's range from dim alone, not context * dim": ("ffnn_init_hidden", "1/sqrt(dim)"),
     "loss recorded after the update": ("train_steps_hidden", "after the update"),
+    "train_ffnn ignores the start it is given": ("train_steps_hidden", "not from the `start` you were given"),
+    "train_ffnn trains the start it is given in place": ("train_steps_hidden", "changed its argument `start`"),
+    "minibatches as consecutive slices from the start of the stream": ("train_minibatch_hidden",
+                                                                      "only part of the stream"),
+    "minibatches drawn from the first half of the stream": ("train_minibatch_hidden", "only part of the stream"),
     "softmax without subtracting the max": ("primer_stable", "`softmax` (Q1) fails its own checks"),
 }
 

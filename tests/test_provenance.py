@@ -316,16 +316,14 @@ def test_transformer_correct_variant_trained_from_the_start_passes(short_transfo
 
 # ---- backprop Q6 --------------------------------------------------------------------------------
 BACKPROP = assignments.get("backprop")
-BACKPROP_CORRECT = [  # batches as epochs of shuffled positions; init drawn W before E (bench/backprop_thresholds.py)
+BACKPROP_CORRECT = [  # batches as epochs of shuffled positions; the start copied another way (bench/backprop_thresholds.py)
     ("    rng = np.random.default_rng(seed + 1)\n",
      "    rng = np.random.default_rng(seed + 1)\n    order, at = rng.permutation(len(targets)), 0\n"),
     ("        batch = rng.integers(0, len(targets), size=batch_size)\n",
      "        if at + batch_size > len(order):\n            order, at = rng.permutation(len(targets)), 0\n"
      "        batch, at = order[at:at + batch_size], at + batch_size\n"),
-    ('        "E": rng.normal(0.0, 0.1, size=(vocab_size, dim)),\n'
-     '        "W": rng.uniform(-1.0, 1.0, size=(hidden, context * dim)) / np.sqrt(context * dim),\n',
-     '        "W": rng.uniform(-1.0, 1.0, size=(hidden, context * dim)) / np.sqrt(context * dim),\n'
-     '        "E": rng.normal(0.0, 0.1, size=(vocab_size, dim)),\n'),
+    ("    params = {name: np.array(value, dtype=np.float64) for name, value in start.items()}",
+     "    params = {}\n    for name in start:\n        params[name] = start[name].copy()"),
 ]
 
 
@@ -348,46 +346,112 @@ def backprop_results(names) -> dict:
     return {"ffnn-shakespeare": run["perplexity"], "ffnn-start": run["start"]}
 
 
+def gauge(params: dict, u_shift, e_shift, context: int) -> dict:
+    """`params` plus terms that change nothing the model computes: the same vector added to every row of
+    U (every logit moves by the same amount) and to every row of E, with b moved to cancel it."""
+    import numpy as np
+    out = {k: np.array(v, dtype=np.float64) for k, v in params.items()}
+    out["U"] = out["U"] + u_shift[None, :]
+    out["E"] = out["E"] + e_shift[None, :]
+    out["b"] = out["b"] - out["W"] @ np.tile(e_shift, context)
+    return out
+
+
 def backprop_attack(names, kind: str):
-    """A train_ffnn that returns parameters trained from a start of its own (honest on the small exact-step
-    streams); with "a pasted start", init_params also returns that start, barely changed by the seed."""
+    """A train_ffnn that returns parameters trained at home (honest on the small exact-step streams):
+    - "trained elsewhere": as they are; "a fresh start": an untrained start of its own;
+    - "a pasted start": init_params returns the home weights, train_ffnn starts from init_params(seed);
+    - "gauge terms from init_params" (issue 30): init_params returns the home weights with large
+      seed-dependent gauge terms, which made starts look fresh and runs look descended from them when
+      the start was the student's own; train_ffnn returns init_params(seed);
+    - "gauge terms around the given start": the home weights with the largest gauge terms that follow
+      the grader's start (U's and E's column means of it, 1000 times over).
+    """
     import numpy as np
     submission, ref = staff_module("backprop"), BACKPROP.reference()
     s, V = names["TRAIN_SETTINGS"], names["VOCAB_SIZE"]
     train = names["shakespeare_ids"]()[0]
     home = dict(s, seed=12345)
-    start = ref.init_params(V, s["dim"], s["hidden"], s["context"], home["seed"])
-    pasted = start if kind == "a fresh start" else ref.train_ffnn(train, V, **home)[0]
+    own_start = ref.init_params(V, s["dim"], s["hidden"], s["context"], home["seed"])
+    pasted = own_start if kind == "a fresh start" else ref.train_ffnn(train, V, **home)[0]
     honest_train, honest_init = submission.train_ffnn, submission.init_params
-
-    def train_ffnn(ids, vocab_size, **settings):
-        if len(ids) < 10_000:
-            return honest_train(ids, vocab_size, **settings)
-        return {k: v.copy() for k, v in pasted.items()}, [1.0] * settings["steps"]
 
     def init_params(vocab_size, dim, hidden, context=2, seed=0):
         if vocab_size != V:
             return honest_init(vocab_size, dim, hidden, context, seed)
+        if kind == "a pasted start":
+            return {k: v.copy() for k, v in pasted.items()}
         rng = np.random.default_rng(seed)
-        return {k: v + 1e-3 * rng.standard_normal(v.shape) for k, v in start.items()}
+        return gauge(pasted, 50 * rng.standard_normal(hidden), 50 * rng.standard_normal(dim), context)
 
-    submission.train_ffnn = train_ffnn
-    if kind == "a pasted start":
-        submission.init_params = init_params
+    def train_ffnn(ids, vocab_size, **settings):
+        if len(ids) < 10_000:
+            return honest_train(ids, vocab_size, **settings)
+        steps, start = settings["steps"], settings.get("start")
+        if kind in ("a pasted start", "gauge terms from init_params"):
+            return init_params(vocab_size, settings["dim"], settings["hidden"], settings["context"],
+                               settings["seed"]), [1.0] * steps
+        if kind == "gauge terms around the given start":
+            return gauge(pasted, 1000 * start["U"].mean(axis=0), 1000 * start["E"].mean(axis=0),
+                         settings["context"]), [1.0] * steps
+        return {k: v.copy() for k, v in pasted.items()}, [1.0] * steps
+
+    submission.train_ffnn, submission.init_params = train_ffnn, init_params
     return submission
 
 
-@pytest.mark.parametrize("kind", ["trained elsewhere", "a fresh start", "a pasted start"])
+def test_backprop_gauge_terms_change_nothing_the_model_computes():
+    """The attack's terms are function-irrelevant: the grader's own forward pass gives the same logits."""
+    import numpy as np
+    ref = BACKPROP.reference()
+    params = ref.init_params(40, 4, 6, 2, 0)
+    rng = np.random.default_rng(1)
+    moved = gauge(params, 50 * rng.standard_normal(6), 50 * rng.standard_normal(4), 2)
+    contexts = rng.integers(0, 40, size=(30, 2))
+    np.testing.assert_allclose(ref.log_softmax(ref.ffnn_forward(moved, contexts)),
+                               ref.log_softmax(ref.ffnn_forward(params, contexts)), atol=1e-8)
+    assert np.abs(moved["U"] - params["U"]).max() > 10
+
+
+ATTACKS = ["trained elsewhere", "a fresh start", "a pasted start", "gauge terms from init_params",
+           "gauge terms around the given start"]
+
+
+@pytest.mark.parametrize("kind", ATTACKS)
 def test_backprop_pasted_weights_earn_nothing(short_backprop, kind):
     submission = backprop_attack(short_backprop, kind)
     error, _ = run_check_recording("backprop", submission, "shakespeare_ffnn", backprop_results(short_backprop))
     assert isinstance(error, CheckFailed), error
-    expected = "fresh for each seed" if kind == "a pasted start" else "do not descend"
-    assert expected in str(error), error
+    assert "do not descend" in str(error), error
+
+
+def test_backprop_start_is_the_graders_and_crosses_as_arrays(short_backprop):
+    """train_ffnn gets `start`: the reference's init_params from the grader's secret, not the student's."""
+    seen = {}
+    submission = staff_module("backprop")
+    honest = submission.train_ffnn
+
+    def train_ffnn(ids, vocab_size, **settings):
+        seen.update(settings)
+        return honest(ids, vocab_size, **settings)
+
+    asked = []
+    honest_init = submission.init_params
+    submission.train_ffnn = train_ffnn
+    submission.init_params = lambda *args: asked.append(args) or honest_init(*args)
+    error, _ = run_check_recording("backprop", submission, "shakespeare_ffnn", backprop_results(short_backprop))
+    assert error is None, error
+    assert asked == []  # the student's init_params is never asked for the start
+    s, V = short_backprop["TRAIN_SETTINGS"], short_backprop["VOCAB_SIZE"]
+    t = context(BACKPROP, "shakespeare_ffnn")
+    expected = BACKPROP.reference().init_params(V, s["dim"], s["hidden"], s["context"],
+                                                t.secret_seed("initial weights", bits=31))
+    assert set(seen["start"]) == set(expected)
+    assert all((seen["start"][k] == expected[k]).all() for k in expected)
 
 
 def test_backprop_correct_variant_trained_from_the_start_passes(short_backprop):
-    """The variant draws its start (W before E) and its batches (shuffled epochs) its own way."""
+    """The variant copies the start and draws its batches (shuffled epochs) its own way."""
     from autograder.authoring import build
     submission = build.module_from_text("lmgrade_test_backprop_variant", edited_solution("backprop", BACKPROP_CORRECT))
     error, _ = run_check_recording("backprop", submission, "shakespeare_ffnn", backprop_results(short_backprop))

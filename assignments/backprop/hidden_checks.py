@@ -25,8 +25,7 @@ import torch.nn.functional as F
 from autograder.checking.checks import check
 from autograder.checking.compare import as_array, as_bool, assert_close, assert_finite, assert_shape, parts
 from autograder.checking.gradients import assert_gradient, finite_difference
-from autograder.checking.perplexity import assert_perplexity
-from autograder.checking.provenance import assert_descends, start_correlations, start_profile
+from autograder.checking.provenance import assert_descends, start_profile
 from autograder.checking.purity import call_pure, call_twice
 from autograder.checking.reference_results import reference_result
 from autograder.errors import CheckFailed
@@ -40,15 +39,15 @@ FD_TOL = dict(rtol=1e-5, atol=1e-8)  # finite differences with eps 1e-6 in float
 SAME_STEP_TOL = {1e-6: dict(rtol=1e-7, atol=1e-8), 1e-3: dict(rtol=1e-9, atol=1e-11), 1e-2: dict(rtol=1e-9, atol=1e-11)}
 # Q6: the graded training run. About 10 s of one CPU core; the threshold is the reference's
 # perplexity with the same settings and seed 2024 plus PPL_MARGIN (bench/backprop_thresholds.py);
-# a submission trains with its own secret seed, hence from its own start and batches.
+# a submission trains from a start the grader draws with a secret seed, and with a secret batch seed.
 VOCAB_SIZE = 2000
 TRAIN_SETTINGS = dict(context=2, dim=32, hidden=64, lr=2.0, batch_size=128, steps=2000, seed=2024)
 PPL_MARGIN = 0.08
 # provenance (bench/backprop_thresholds.py): E, W and U must keep this share of the correlation with
-# init_params(seed) that the reference's threshold run keeps, each at least START_LEAST and START_MEAN
-# on average (correct runs from other seeds keep 0.98-1.02 of it, weights trained from another start
-# about 0, and blends of such weights with the start that keep enough cost 11% or more perplexity);
-# and init_params must draw fresh numbers for each seed, so that its start is unknown until then.
+# the grader's start that the reference's threshold run keeps with its own, each at least START_LEAST
+# and START_MEAN on average (correct runs from other seeds keep 0.98-1.02 of it, weights trained from
+# another start about 0, and blends of such weights with the start that keep enough cost 11% or more
+# perplexity). The start is drawn here, never by the student's init_params.
 # Tighter than rnn_lm's: the perplexity is judged first, so a buggy run (a tanh derivative of 1 - h
 # keeps 0.64-0.85) hears about its perplexity, never about its start.
 START_LEAST, START_MEAN = 0.8, 0.9
@@ -701,17 +700,24 @@ def windows_hidden(t):
 
 
 # Exact steps: on a stream of zeros every window is ([0] * context, 0), so every minibatch is the
-# same whatever positions are drawn, and one SGD step from init_params(seed) is fixed.
+# same whatever positions are drawn, and one SGD step from the start the grader passes is fixed.
 STEP_SETTINGS = dict(context=3, dim=3, hidden=4, lr=0.5, batch_size=5, seed=5)  # none of them the default
 STEP_V = 7
 
 
-def sgd_expected(t, steps: int) -> tuple[dict, list]:
-    """`steps` updates p - lr * grad computed here from the student's own init_params and gradients."""
+def grader_start(t, V: int, dim: int, hidden: int, context: int, seed: int | None = None) -> dict:
+    """Initial parameters the grader draws (the reference's init_params) and passes as `start`.
+
+    Why: the start of every training run the grader scores is its own, never the student's code's
+    (a start the student chooses can carry weights trained elsewhere; see shakespeare_ffnn)."""
+    seed = int(t.rng.integers(1 << 30)) if seed is None else seed
+    return {n: np.asarray(v, dtype=np.float64) for n, v in t.ref.init_params(V, dim, hidden, context, seed).items()}
+
+
+def sgd_expected(t, steps: int, start: dict) -> tuple[dict, list]:
+    """`steps` updates p - lr * grad from `start`, computed here from the student's own gradients."""
     s = STEP_SETTINGS
-    what = f"init_params({STEP_V}, {s['dim']}, {s['hidden']}, {s['context']}, {s['seed']})"
-    params = param_dict(t.student.init_params(STEP_V, s["dim"], s["hidden"], s["context"], s["seed"]), what)
-    params = {n: as_array(params[n], f"{what}[{n!r}]")[0].astype(np.float64) for n in PARAM_NAMES}
+    params = {n: start[n].copy() for n in PARAM_NAMES}
     contexts = np.zeros((s["batch_size"], s["context"]), dtype=np.int64)
     targets = np.zeros(s["batch_size"], dtype=np.int64)
     history, losses = [params], []
@@ -727,11 +733,16 @@ def sgd_expected(t, steps: int) -> tuple[dict, list]:
     return history, losses
 
 
-def step_diagnosis_sgd(got: dict, history: list) -> str:
-    """Name the usual wrong updates when one step's result matches one of them."""
+def step_diagnosis_sgd(got: dict, history: list, ignored_start: dict | None = None) -> str:
+    """Name the usual wrong updates when one step's result matches one of them (`ignored_start`: one
+    step from the student's init_params(seed), where a run that ignores the `start` it is given goes)."""
     s = STEP_SETTINGS
     start, right = history[0], history[1]
     grad = {n: (start[n] - right[n]) / s["lr"] for n in PARAM_NAMES}
+    if ignored_start is not None and all(np.allclose(got[n], ignored_start[n], rtol=1e-9, atol=1e-12)
+                                         for n in PARAM_NAMES):
+        return (" Your parameters are one step from init_params(seed), not from the `start` you were given: "
+                "start from a copy of `start` when it is not None.")
     recipes = [({n: start[n] for n in PARAM_NAMES}, "the initial parameters: the update never reaches the returned dict "
                 "(p = p - lr * grad rebinds a local name; update params[name])"),
                ({n: start[n] + s["lr"] * grad[n] for n in PARAM_NAMES}, "a step along the gradient: p -= lr * grad"),
@@ -745,30 +756,42 @@ def step_diagnosis_sgd(got: dict, history: list) -> str:
     return ""
 
 
-@check(6, 1, "train_ffnn by exact steps: one and two SGD steps from init_params(seed) on a stream where every "
-             "minibatch is the same; the losses recorded; the same seed gives the same result; ids unchanged",
+@check(6, 1, "train_ffnn by exact steps: one and two SGD steps from the start the grader passes (and from "
+             "init_params(seed) without one) on a stream where every minibatch is the same; the losses recorded; "
+             "the same seed gives the same result; ids and start unchanged",
        uses=("train_ffnn", "context_windows"), needs=("init_params", "ffnn_loss_and_grads"),
-       hint="start from init_params(vocab_size, dim, hidden, context, seed); each step: loss and grads of the "
-            "minibatch, record the loss, then params[name] -= lr * grads[name] with the arguments you are given.")
+       hint="start from a copy of `start` (init_params(vocab_size, dim, hidden, context, seed) when it is None); "
+            "each step: loss and grads of the minibatch, record the loss, then params[name] -= lr * grads[name] "
+            "with the arguments you are given.")
 def train_steps_hidden(t):
     s = STEP_SETTINGS
-    history, losses = sgd_expected(t, 2)
+    what = f"init_params({STEP_V}, {s['dim']}, {s['hidden']}, {s['context']}, {s['seed']})"
+    own = param_dict(t.student.init_params(STEP_V, s["dim"], s["hidden"], s["context"], s["seed"]), what)
+    own = {n: as_array(own[n], f"{what}[{n!r}]")[0].astype(np.float64) for n in PARAM_NAMES}
+    start = grader_start(t, STEP_V, s["dim"], s["hidden"], s["context"])
+    own_history, own_losses = sgd_expected(t, 2, own)
+    history, losses = sgd_expected(t, 2, start)
     ids = np.zeros(40, dtype=np.int64)
-    for steps in (1, 2):
+    for steps, given in ((1, True), (2, True), (1, False)):
+        if not given:  # the notebook's own call: no start, so init_params(seed)
+            history, losses = own_history, own_losses
         settings = ", ".join(f"{k}={v}" for k, v in {**s, "steps": steps}.items())
-        what = f"train_ffnn(ids: 40 zeros, {STEP_V}, {settings})"
-        params, got_losses = parts(pure(t, "train_ffnn", ids, STEP_V, what=what, **s, steps=steps), 2, what)
+        what = f"train_ffnn(ids: 40 zeros, {STEP_V}, {settings}{', start=<the grader start>' if given else ''})"
+        extra = {"start": start} if given else {}
+        params, got_losses = parts(pure(t, "train_ffnn", ids, STEP_V, what=what, **s, steps=steps, **extra), 2, what)
         params = param_dict(params, what)
         got = {}
         for n in PARAM_NAMES:
             got[n] = as_array(float64(params[n], f"{what}: params[{n!r}]"), what)[0]
             assert_shape(got[n], history[0][n].shape, f"{what}: params[{n!r}]")
+        origin = "the start" if given else f"init_params({s['seed']})"
         for n in PARAM_NAMES:
             try:
-                assert_close(got[n], history[steps][n], f"{what}: params[{n!r}] against init_params({s['seed']}) "
+                assert_close(got[n], history[steps][n], f"{what}: params[{n!r}] against {origin} "
                              f"moved by {steps} step(s) of -lr * (your ffnn_loss_and_grads)", rtol=1e-9, atol=1e-12)
             except CheckFailed as failure:
-                raise CheckFailed(f"{failure}{step_diagnosis_sgd(got, history) if steps == 1 else ''}") from None
+                cause = step_diagnosis_sgd(got, history, own_history[1] if given else None) if steps == 1 else ""
+                raise CheckFailed(f"{failure}{cause}") from None
         got_losses = as_array(got_losses, f"{what}: losses")[0]
         if got_losses.shape != (steps,):
             raise CheckFailed(f"{what}: expected a list of {steps} losses (one per step), got shape {got_losses.shape}")
@@ -780,7 +803,7 @@ def train_steps_hidden(t):
             if late is not None and np.allclose(got_losses, late, rtol=1e-9):
                 raise CheckFailed(f"{failure} You recorded the loss after the update.") from None
             raise
-    stream = t.rng.integers(0, STEP_V, size=60)
+    stream = t.rng.integers(0, STEP_V, size=60)  # without a start, as the notebook calls it: the seed sets it all
     settings = {**s, "steps": 3}
     what = f"train_ffnn(ids (60,), {STEP_V}, ..., steps=3, seed={s['seed']})"
     first, _ = parts(call_twice(t.student.train_ffnn, stream, STEP_V, what=what, **settings), 2, what)
@@ -788,34 +811,103 @@ def train_steps_hidden(t):
     first, other = param_dict(first, what), param_dict(other, what)
     if all(np.array_equal(as_array(first[n])[0], as_array(other[n])[0]) for n in ("E", "W", "U")):
         raise CheckFailed(f"{what}: seeds {s['seed']} and {s['seed'] + 1} give the same parameters; start from "
-                          "init_params(..., seed) and draw batches from np.random.default_rng(seed + 1)")
+                          "init_params(..., seed) when no start is given, and draw batches from "
+                          "np.random.default_rng(seed + 1)")
 
 
-# Minibatches: with lr = 0 the parameters stay at init_params(seed), so with batch_size = 1 every
-# recorded loss is the loss of ONE window of the stream there, whichever window was drawn.
+# Minibatches: with lr = 0 the parameters stay at the start, so with batch_size = 1 every recorded
+# loss is the loss of ONE window of the stream there, whichever window was drawn.
 BATCH_SETTINGS = dict(context=3, dim=3, hidden=4, lr=0.0, batch_size=1, steps=4, seed=9)
+# Positions visited: a stream of SPREAD_PARTS equal parts, each with words of its own (SPREAD_WORDS
+# ids), trained for steps * batch_size = half its length. A run whose minibatches come from the whole
+# stream learns every part's words (each part's gain in log P(its own words | context) is 0.91-1.0
+# of the best part's over the reference, shuffled epochs and blocks at random offsets, 5 seeds); one
+# that sees only the first half (consecutive slices from the start: issue 31) forgets or never
+# learns the later parts, whose gain is negative (-1.4 to -2.8 times the best part's), and so does
+# one that draws from the first half only (bench/backprop_thresholds.py --spread). Every part must
+# gain at least SPREAD_SHARE of the best part's gain. A run whose best part gains under SPREAD_LEARNED
+# (the most is log(14 / 3) = 1.54; correct runs 1.50-1.53) has a broken update, not a sampler to judge:
+# a step along the gradient, a rebound loop variable or a second division by the batch size (best gain
+# 0.07-0.37) fail the exact steps, and this part says nothing about them.
+SPREAD_PARTS, SPREAD_WORDS, SPREAD_LENGTH, SPREAD_SHARE, SPREAD_LEARNED = 4, 3, 4000, 0.5, 0.75
+SPREAD_SETTINGS = dict(context=1, dim=4, hidden=8, lr=0.5, batch_size=10, steps=200, seed=21)
+
+
+def part_gains(ref, start: dict, params: dict, ids: np.ndarray, part: np.ndarray, context: int) -> np.ndarray:
+    """Per part of the stream: how much the mean log-probability of that part's own words, given the
+    contexts inside it, rose from `start` to `params` (the grader's forward pass, the reference's)."""
+    contexts, _ = ref.context_windows(ids, context)
+    gains = []
+    for params_ in (start, params):
+        logits = ref.ffnn_forward(params_, contexts)
+        total = np.logaddexp.reduce(logits, axis=1)
+        row = []
+        for j in range(SPREAD_PARTS):
+            rows = np.flatnonzero(part == j)[context:]  # contexts wholly inside the part
+            own = logits[rows][:, 2 + SPREAD_WORDS * j:2 + SPREAD_WORDS * (j + 1)]
+            row.append(float(np.mean(np.logaddexp.reduce(own, axis=1) - total[rows])))
+        gains.append(row)
+    return np.array(gains[1]) - np.array(gains[0])
+
+
+def positions_spread(t) -> None:
+    """Minibatches must come from the whole stream: measured on the trained parameters, not on anything
+    the student's code reports (issue 31: consecutive slices from the start saw 28% of Shakespeare)."""
+    s = SPREAD_SETTINGS
+    V, n = 2 + SPREAD_PARTS * SPREAD_WORDS, SPREAD_LENGTH
+    part = np.repeat(np.arange(SPREAD_PARTS), n // SPREAD_PARTS)
+    ids = 2 + SPREAD_WORDS * part + t.rng.integers(0, SPREAD_WORDS, size=n)
+    start = grader_start(t, V, s["dim"], s["hidden"], s["context"])
+    settings = ", ".join(f"{key}={value}" for key, value in s.items())
+    what = (f"train_ffnn(ids ({n},) in {SPREAD_PARTS} parts of {n // SPREAD_PARTS} positions, each with words of its "
+            f"own, {V}, {settings}, start=<the grader start>)")
+    params, _ = parts(t.student.train_ffnn(ids, V, **s, start=start), 2, what)
+    params = param_dict(params, what)
+    shapes = dict(zip(PARAM_NAMES, [(V, s["dim"]), (s["hidden"], s["context"] * s["dim"]), (s["hidden"],),
+                                     (V, s["hidden"]), (V,)]))
+    trained = {}
+    for name in PARAM_NAMES:
+        assert_shape(params[name], shapes[name], f"{what}: params[{name!r}]")
+        trained[name] = as_array(params[name])[0].astype(np.float64)
+    gains = part_gains(t.ref, start, trained, ids, part, s["context"])
+    best = float(gains.max()) if np.isfinite(gains).all() else math.nan
+    if not best >= SPREAD_LEARNED:
+        return  # the update is broken (train_steps_hidden says how): which positions were drawn cannot be seen
+    missed = [j + 1 for j, g in enumerate(gains) if not g >= SPREAD_SHARE * best]
+    if missed:
+        raise CheckFailed(f"{what}: {steps_share(s, n)} of the stream's length is drawn, so every part should be "
+                          f"visited about equally often; but the model learned the words of some parts and not of "
+                          f"part(s) {', '.join(map(str, missed))} (gain in mean log-probability of each part's own "
+                          "words: " + ", ".join(f"{g:.2f}" for g in gains) + "). Your minibatches come from only "
+                          "part of the stream, or from one part after another (consecutive slices), so that the "
+                          "last part seen wipes out the earlier ones: draw each step's positions at random from "
+                          "all len(targets) windows (rng.integers(0, len(targets), size=batch_size)).")
+
+
+def steps_share(s: dict, n: int) -> str:
+    return f"steps x batch_size = {s['steps'] * s['batch_size']} positions, {s['steps'] * s['batch_size'] / n:.0%}"
 
 
 @check(6, 1, "train_ffnn's minibatches: with lr = 0 and batch_size = 1 each recorded loss is the loss of one window "
-             "of the stream (a context with its own target), and the steps draw different windows",
+             "of the stream (a context with its own target), the steps draw different windows, and they come from "
+             "the whole stream (a stream whose parts have words of their own: every part is learned)",
        uses=("train_ffnn", "context_windows"), needs=("init_params", "ffnn_loss_and_grads"),
-       hint="make the generator once, before the loop; each step draw batch_size positions with it and pass "
-            "contexts[batch] with targets[batch] (the same positions) to ffnn_loss_and_grads.")
+       hint="make the generator once, before the loop; each step draw batch_size positions at random from the whole "
+            "stream with it and pass contexts[batch] with targets[batch] (the same positions) to ffnn_loss_and_grads.")
 def train_minibatch_hidden(t):
     s = BATCH_SETTINGS
     V, N, k = 7, 60, s["context"]
     stream = t.rng.integers(0, V, size=N)
     padded = np.concatenate([np.zeros(k, dtype=np.int64), stream])
     windows = np.stack([padded[i:i + N] for i in range(k)], axis=1)  # (N, k), computed here
-    what = f"init_params({V}, {s['dim']}, {s['hidden']}, {k}, {s['seed']})"
-    start = param_dict(t.student.init_params(V, s["dim"], s["hidden"], k, s["seed"]), what)
-    start = t.student.put({n: as_array(start[n], f"{what}[{n!r}]")[0] for n in PARAM_NAMES}, "parameters")
+    given = grader_start(t, V, s["dim"], s["hidden"], k)
+    start = t.student.put(given, "parameters")
     outs = t.student.ffnn_loss_and_grads.map([(start, windows[i:i + 1], stream[i:i + 1]) for i in range(N)])
-    singles = np.array([scalar(parts(o, 2, "ffnn_loss_and_grads(init params, one window)")[0],
-                               "ffnn_loss_and_grads(init params, one window): loss") for o in outs])
+    singles = np.array([scalar(parts(o, 2, "ffnn_loss_and_grads(start, one window)")[0],
+                               "ffnn_loss_and_grads(start, one window): loss") for o in outs])
     settings = ", ".join(f"{key}={value}" for key, value in s.items())
-    what = f"train_ffnn(ids ({N},), {V}, {settings})"
-    _, losses = parts(pure(t, "train_ffnn", stream, V, what=what, **s), 2, what)
+    what = f"train_ffnn(ids ({N},), {V}, {settings}, start=<the grader start>)"
+    _, losses = parts(pure(t, "train_ffnn", stream, V, what=what, **s, start=given), 2, what)
     losses = as_array(losses, f"{what}: losses")[0].astype(np.float64)
     if losses.shape != (s["steps"],):
         raise CheckFailed(f"{what}: expected a list of {s['steps']} losses (one per step), got shape {losses.shape}")
@@ -827,13 +919,14 @@ def train_minibatch_hidden(t):
                      " Do you draw batch_size positions (the argument, not a fixed number), and pass each context "
                      "with its own target (contexts[batch], targets[batch])?")
             raise CheckFailed(f"{what}: the loss recorded at step {step + 1} is {loss:.6f}, which is not the loss of "
-                              f"any single window of the stream at init_params(seed) (those range from "
+                              f"any single window of the stream at the start (those range from "
                               f"{singles.min():.4f} to {singles.max():.4f}); with batch_size=1 and lr=0 it must be "
                               f"one of them.{cause}")
     if np.all(losses == losses[0]):
         raise CheckFailed(f"{what}: all {s['steps']} steps recorded the same loss {losses[0]:.6f}: every step trains "
                           "on the same minibatch. Create the generator np.random.default_rng(seed + 1) once, before the "
                           "loop, and draw new positions from it at every step.")
+    positions_spread(t)
 
 
 @lru_cache(maxsize=1)
@@ -922,56 +1015,49 @@ def shakespeare_start_source(ref) -> dict:
     return reference_run(ref)["start"]
 
 
-def fresh_start(t, seed: int, what: str) -> dict:
-    """The student's init_params(seed), checked to be fresh draws: another secret seed gives parameters
-    that share nothing with it. Why: the start the trained weights must descend from is then unknown
-    until this call, so no weights made beforehand (a pasted or loaded model) can descend from it."""
-    s = TRAIN_SETTINGS
-    args = (VOCAB_SIZE, s["dim"], s["hidden"], s["context"])
-    start = checked_params(t.student.init_params(*args, seed), f"init_params{(*args, seed)}")
-    other_seed = t.secret_seed("second start", bits=31)
-    other = checked_params(t.student.init_params(*args, other_seed), f"init_params{(*args, other_seed)}")
-    for name, corr in start_correlations(start, other).items():
-        if abs(corr) > 6 / start[name].size ** 0.5:  # independent draws: noise of size 1/sqrt(entries)
-            raise CheckFailed(f"{what}: init_params{(*args, seed)} and init_params{(*args, other_seed)} give `{name}` "
-                              f"with a correlation of {corr:.3f}, where independent random draws give about 0: draw "
-                              "every parameter from np.random.default_rng(seed), fresh for each seed. Only weights "
-                              "your train_ffnn trains from that start earn these points.")
-    return start
-
-
 @check(6, 4, "train_ffnn on Shakespeare: held-out perplexity on unseen plays", timeout=180,
        uses=("train_ffnn", "context_windows"), needs=("init_params", "ffnn_loss_and_grads"),
        hint="each step: a random minibatch, ffnn_loss_and_grads, then p -= lr * grad for every parameter.")
 def shakespeare_ffnn(t):
-    """The run starts from init_params(seed) with a seed drawn from the grader's secret for this submission,
-    and its weights must descend from that start (`assert_descends`): weights trained elsewhere earn nothing."""
+    """The run starts from parameters the grader draws (the reference's init_params, from a seed drawn
+    from the grader's secret for this submission) and passes as `start`, never from the student's own
+    code: an init_params of the student's could wrap weights trained at home in seed-dependent terms
+    that change nothing the model computes (issue 30). The returned weights must descend from that
+    start (`assert_descends`): weights trained elsewhere earn nothing."""
     train, test = shakespeare_ids()  # only `train` is sent; the test plays stay here
-    settings = {**TRAIN_SETTINGS, "seed": t.secret_seed("training seed", bits=31)}
+    s = TRAIN_SETTINGS
+    settings = {**s, "seed": t.secret_seed("training seed", bits=31)}
+    start = grader_start(t, VOCAB_SIZE, s["dim"], s["hidden"], s["context"], t.secret_seed("initial weights", bits=31))
     what = (f"train_ffnn(Shakespeare train ids ({len(train)},), {VOCAB_SIZE}, "
-            f"{', '.join(f'{k}={v}' for k, v in settings.items())})")
-    start = fresh_start(t, settings["seed"], what)
-    params, losses = parts(t.student.train_ffnn(t.student.put(train, "training ids"), VOCAB_SIZE, **settings), 2, what)
+            f"{', '.join(f'{k}={v}' for k, v in settings.items())}, start=<the grader start>)")
+    params, losses = parts(t.student.train_ffnn(t.student.put(train, "training ids"), VOCAB_SIZE, **settings,
+                                                start=t.student.put(start, "initial weights")), 2, what)
     params = checked_params(params, what)
     losses = as_array(losses, f"{what}: losses")[0]
     if losses.shape != (settings["steps"],):
         raise CheckFailed(f"{what}: expected a list of {settings['steps']} losses (one per step), got shape "
                           f"{losses.shape}")
+    # Messages about the test plays are fixed words and the grader's own figures: the perplexity of
+    # parameters the student's code chose, quoted to a few digits, would answer questions about the
+    # held-out plays one submission at a time (issue 30).
     ppl = heldout_perplexity(t.ref, params, test, settings["context"])
     if not math.isfinite(ppl) or ppl > 100 * VOCAB_SIZE:
-        raise CheckFailed(f"{what}: the trained model's perplexity on the test plays is {ppl:.3g}, far worse than a "
-                          f"uniform guess ({VOCAB_SIZE}): training went uphill or diverged (the update is "
-                          "p -= lr * grad, with the gradient of the mean loss).")
+        raise CheckFailed(f"{what}: the trained model's perplexity on the test plays is far worse than a uniform "
+                          f"guess ({VOCAB_SIZE}): training went uphill or diverged (the update is p -= lr * grad, "
+                          "with the gradient of the mean loss).")
     reference = t.cached("ffnn-shakespeare", lambda: reference_run(t.ref)["perplexity"])
+    line = (f"Your trained model on the test plays: perplexity compared with the threshold "
+            f"{reference * (1 + PPL_MARGIN):.2f} (the staff's with the same settings, plus {PPL_MARGIN:.0%})")
     if ppl < FLOOR_RATIO * reference:
-        raise CheckFailed(f"{what}: the trained model's perplexity on the test plays is {ppl:.2f}, implausibly far "
-                          f"below the staff's {reference:.2f} with the same settings (honest runs stay above "
-                          f"{FLOOR_RATIO:.2f} of it): the model has seen the test plays. No points.")
-    line = assert_perplexity(ppl, reference * (1 + PPL_MARGIN), "Your trained model on the test plays")
+        raise CheckFailed(f"{line}: implausibly far below the staff's (honest runs stay above {FLOOR_RATIO:.2f} of "
+                          "it): the model has seen the test plays. No points.")
+    if not ppl <= reference * (1 + PPL_MARGIN):
+        raise CheckFailed(f"{line}: above it. The model predicts held-out text worse than expected; the notebook's "
+                          "validation perplexity tells you how far off it is.")
     # last: a run that is merely buggy is told about its perplexity above, not about its start
     profile = t.cached("ffnn-start", lambda: reference_run(t.ref)["start"])
     assert_descends(start, params, profile, what, least=START_LEAST, mean=START_MEAN)
-    t.note(line)
+    t.note(f"{line}: within it.")
 
 
 if __name__ == "__main__":  # reference_run's child process: python hidden_checks.py REFERENCE.py

@@ -211,19 +211,22 @@ def public_train(t):
     assert_close(contexts, np.array([[0, 0], [0, 5], [5, 6]]), f"{what}: contexts", rtol=0, atol=0)
     assert_close(targets, np.array([5, 6, 7]), f"{what}: targets", rtol=0, atol=0)
     # One step on a stream of zeros: every window is ([0, 0], 0), so every minibatch is the same and the
-    # step is init_params(seed) - lr * (your gradient), whatever positions are drawn.
+    # step is start - lr * (your gradient), whatever positions are drawn; the start is the grader's.
     V, settings = 5, dict(context=2, dim=2, hidden=3, lr=0.5, batch_size=4, steps=1, seed=1)
-    start = param_dict(t.student.init_params(V, 2, 3, 2, 1), "init_params(5, 2, 3, 2, 1)")
+    rng = np.random.default_rng(1)
+    start = {"E": rng.normal(0.0, 0.1, size=(V, 2)), "W": rng.uniform(-0.5, 0.5, size=(3, 4)), "b": np.zeros(3),
+             "U": rng.uniform(-0.5, 0.5, size=(V, 3)), "b2": np.zeros(V)}
     _, grads = parts(t.student.ffnn_loss_and_grads(start, np.zeros((4, 2), dtype=np.int64), np.zeros(4, dtype=np.int64)),
-                     2, "ffnn_loss_and_grads(init_params(5, 2, 3, 2, 1), 4 windows of zeros)")
+                     2, "ffnn_loss_and_grads(start, 4 windows of zeros)")
     grads = param_dict(grads, "ffnn_loss_and_grads(...): grads")
-    what = "train_ffnn(20 zeros, 5, context=2, dim=2, hidden=3, lr=0.5, batch_size=4, steps=1, seed=1)"
-    params, _ = parts(t.student.train_ffnn(np.zeros(20, dtype=np.int64), V, **settings), 2, what)
+    what = "train_ffnn(20 zeros, 5, context=2, dim=2, hidden=3, lr=0.5, batch_size=4, steps=1, seed=1, start=start)"
+    params, _ = parts(call_pure(t.student.train_ffnn, np.zeros(20, dtype=np.int64), V, **settings, start=start,
+                                what=what), 2, what)
     params = param_dict(params, what)
     for name in PARAM_NAMES:
-        expected = as_array(start[name])[0] - 0.5 * as_array(grads[name])[0]
-        assert_close(params[name], expected, f"{what}: params[{name!r}] against init_params(5, 2, 3, 2, 1)[{name!r}] "
-                     "- 0.5 * your gradient", rtol=1e-9, atol=1e-12)
+        expected = start[name] - 0.5 * as_array(grads[name])[0]
+        assert_close(params[name], expected, f"{what}: params[{name!r}] against start[{name!r}] - 0.5 * your gradient"
+                     " (start from a copy of the `start` you are given)", rtol=1e-9, atol=1e-12)
     # A tiny language over 9 ids: 90% of the time the next id is NEXT[previous id], else any id.
     NEXT = [3, 5, 7, 0, 8, 1, 4, 2, 6]
     rng = np.random.default_rng(0)

@@ -628,17 +628,18 @@ plt.show()
 #
 # with learning rate $\eta$ (`lr`). Record the loss of every step: its curve tells you whether
 # training works. The grader first checks single steps: on a stream where every minibatch is the
-# same, one and two steps of your `train_ffnn` must give `init_params(seed)` moved by `-lr *` the
-# gradients of your own `ffnn_loss_and_grads`, exactly. Then it calls your `train_ffnn` on the
-# training plays with its own settings and seed, and scores the returned parameters by their
-# perplexity on the held-out test plays (with its own forward pass). Full points for doing about
-# as well as the staff's code with the same settings; it takes about 10 seconds on one CPU core.
+# same, one and two steps of your `train_ffnn` must give the `start` it passes (or `init_params(seed)`
+# when it passes none) moved by `-lr *` the gradients of your own `ffnn_loss_and_grads`, exactly.
+# It checks that your minibatches come from the whole stream, not from one part of it. Then it
+# calls your `train_ffnn` on the training plays with its own settings, seed and start, and scores
+# the returned parameters by their perplexity on the held-out test plays (with its own forward
+# pass). Full points for doing about as well as the staff's code with the same settings; it takes
+# about 10 seconds on one CPU core.
 #
-# **Only training the grader sees earns points.** The seed is drawn for your submission alone, so
-# `init_params(seed)` is a start nobody knew before; the grader checks that `init_params` draws
-# fresh numbers for each seed and that the parameters `train_ffnn` returns descend from that start
-# through your own steps. Parameters trained anywhere else (at home, with another library, pasted
-# into the notebook or loaded from a file) earn nothing, however good their perplexity.
+# **Only training the grader sees earns points.** The grader draws the starting parameters itself,
+# from a secret seed for your submission, and passes them as `start`; the parameters `train_ffnn`
+# returns must descend from that start through your own steps, so parameters trained anywhere else
+# (at home, with another library, pasted into the notebook or loaded from a file) earn nothing.
 
 # %% tags=["graded"]
 import numpy as np
@@ -664,20 +665,25 @@ def context_windows(ids: np.ndarray, context: int):
 
 
 def train_ffnn(ids: np.ndarray, vocab_size: int, *, context: int = 2, dim: int = 32, hidden: int = 64,
-               lr: float = 2.0, batch_size: int = 128, steps: int = 2000, seed: int = 0):
+               lr: float = 2.0, batch_size: int = 128, steps: int = 2000, seed: int = 0,
+               start: dict | None = None):
     """Train the feedforward LM on a stream of ids with minibatch SGD.
 
-    Start from init_params(vocab_size, dim, hidden, context, seed); make the
+    Start from a copy of `start`, a parameter dict like init_params returns
+    (the grader always passes one), or, when it is None, from
+    init_params(vocab_size, dim, hidden, context, seed); make the
     windows with context_windows; then for each of `steps` steps draw
     batch_size random positions (with np.random.default_rng(seed + 1)), call
     ffnn_loss_and_grads on them, record the loss, and update every parameter:
     p -= lr * grad. Returns (params, losses): the trained parameter dict and
     the list of the `steps` minibatch losses (floats, each computed before its
     step's update), in order. The same arguments give the same result; `ids`
-    is not modified.
+    and `start` are not modified.
     """
-    # BEGIN SOLUTION: train_ffnn: init, windows, one rng; loop: integers for the batch, loss and grads, an in-place SGD update, record the loss
-    params = init_params(vocab_size, dim, hidden, context, seed)
+    # BEGIN SOLUTION: train_ffnn: a copy of the start, windows, one rng; loop: integers for the batch, loss and grads, an in-place SGD update, record the loss
+    if start is None:
+        start = init_params(vocab_size, dim, hidden, context, seed)
+    params = {name: np.array(value, dtype=np.float64) for name, value in start.items()}  # a copy: start is not modified
     contexts, targets = context_windows(ids, context)
     rng = np.random.default_rng(seed + 1)
     losses = []

@@ -19,8 +19,8 @@ __all__ = ["HELD_OUT_DRAWS", "held_out_seed"]
 # attention's hidden checks make no held-out draw, and backprop's held-out text is the fixed test
 # plays, which never cross.
 HELD_OUT_DRAWS = (
-    ("backprop", "shakespeare_ffnn", "training seed", "the seed train_ffnn gets, hence its start and batches (sent)"),
-    ("backprop", "shakespeare_ffnn", "second start", "another init_params seed, to see that starts are fresh (sent)"),
+    ("backprop", "shakespeare_ffnn", "training seed", "the seed train_ffnn gets, hence its batches (sent)"),
+    ("backprop", "shakespeare_ffnn", "initial weights", "the start the grader draws and passes to train_ffnn (sent)"),
     ("ngram", "shakespeare_heldout", "shakespeare",
      "which test and validation positions are scored, the order they are asked in, the probe words"),
     ("ngram", "synthetic_floor", "synthetic", "the hidden Markov language and its train / validation / held-out text"),
