@@ -21,7 +21,7 @@ from autograder.checking.compare import explain_library_error
 from autograder.checking.reference_results import load_reference_results
 from autograder.checking.remote import Student, StudentError
 from autograder.errors import CheckFailed
-from autograder.sandbox import extract, forbidden, policy
+from autograder.sandbox import extract, forbidden, guard, policy
 from autograder.sandbox.lifecycle import Sandbox, WorkerFailure
 from autograder.sandbox.limits import Limits
 
@@ -117,6 +117,7 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
         limits = limits or Limits(call_timeout=assignment.call_timeout)
         with Sandbox([c.wire() for c in sub.cells], device=device, import_torch=assignment.uses_torch,
                      limits=limits) as box:
+            box.guard = guard.rules_for(assignment)  # enforced in the worker, before the cells run
             try:  # after every read of the grader's files: its import of torch overlaps the scans below
                 box.prepare()
             except WorkerFailure:

@@ -77,6 +77,7 @@ class Sandbox:
         self.import_torch = import_torch
         self.limits = limits
         self.identity = worker_identity(limits.worker_user)  # before any temp dir: it may refuse
+        self.guard: dict | None = None  # guard.rules_for: what graded code may do, enforced in the worker
         if self.identity is None and not PORTABLE:
             self.identity = fallback_identity(limits, limits.worker_python or sys.executable)
         self.skip: dict[int, str] = {}  # cell index -> why it was skipped at load
@@ -310,7 +311,8 @@ class Sandbox:
 
             try:
                 reply, reply_arrays = self._exchange(
-                    {"op": "load", "cells": cells, "device": self.device, "import_torch": self.import_torch},
+                    {"op": "load", "cells": cells, "device": self.device, "import_torch": self.import_torch,
+                     "guard": self.guard},
                     [], clock, progress)
             except WorkerFailure as failure:
                 self._kill()

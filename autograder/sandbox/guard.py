@@ -1,0 +1,449 @@
+"""What graded code may do, enforced in the worker where it runs, not guessed from how it is spelled.
+
+Why: the text rules (policy.py) read the cells, and every library function that evaluates a
+string, copies a namespace or starts a process is one more spelling they must know. Here the
+worker refuses the capability itself, before the first graded cell runs, with mechanisms graded
+code cannot undo:
+
+* a CPython audit hook (`sys.addaudithook`: it cannot be removed, and nothing lists it): no code
+  made after load (`compile`, `exec`, `marshal`, code or function objects made by hand), except
+  the worker's compile of the cells, the imports of installed library files, and the stdlib code
+  generators correct code uses (`GENERATORS`), recognised by the frame of their own entry point
+  standing between the event and any graded frame; no processes, `ctypes`, tracers, frames or
+  the collector's lists from graded code; imports from graded frames only of the assignment's
+  modules; no open of the course's or the engine's files; no rewriting of a library's functions
+  or classes. Its state lives in closures that only frames and the collector could reach.
+* torch's dispatcher: every aten operator whose name is in the assignment's `forbidden` families
+  gets a kernel that raises, so `F.layer_norm`, `torch.native_layer_norm`, `torch.ops.aten...`
+  and whatever library path ends there fail alike; Python routines of those names (optimizers'
+  `step`, `F.multi_head_attention_forward`, `clip_grad_norm_`, ...) get code that raises.
+
+A refusal raises PermissionError (ImportError for an import) with a message the check shows.
+"""
+from __future__ import annotations
+
+import _thread
+import builtins
+import keyword
+import os
+import re
+import sys
+import types
+import warnings
+
+CELL_PREFIX = "<graded cell "
+SUBMISSION = "submission"  # the graded cells' module name: classes they define carry it
+
+RUNTIME_CODE = ("graded code may not run code made at run time (eval/exec/compile, a string evaluated by a "
+                "library, marshal or pickle, a code or function object made by hand); write the code itself "
+                "in the graded cell")
+PROCESS = ("graded code may not start programs or processes (subprocess, os.system, os.exec*, posix_spawn, "
+           "fork, pty, a shell run by a library) or signal them; compute the result in Python")
+CTYPES = "graded code may not use ctypes (raw memory and C calls)"
+IMPORT = "graded cells may import only {allowed}; `{name}` is not one of them"
+OPEN = "graded code may not open the grader's or the course's files ({path})"
+PATCH = ("graded code may not change a library's functions or classes ({what}); write your own function "
+         "or subclass instead")
+TRACE = "graded code may not install tracers, profilers or audit hooks"
+FRAMES = ("graded code may not reach frames, the garbage collector's lists or other threads' state "
+          "(reflection); pass values as arguments instead")
+BANNED = ("`{name}` computes what this assignment asks you to write yourself, so it is switched off in the "
+          "grader, whatever name or library path reaches it; write it with basic tensor operations")
+
+PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
+                            "os.forkpty", "pty.spawn", "os.startfile", "os.kill", "os.killpg",
+                            "signal.pthread_kill"})
+CODE_EVENTS = frozenset({"compile", "exec", "marshal.loads", "marshal.load", "code.__new__", "function.__new__"})
+# refused to all but the import system and the worker's own trusted code (graded code, or a callback)
+REFLECTION = frozenset({"sys.setprofile", "sys.settrace", "sys.addaudithook", "sys._current_frames",
+                        "sys._current_exceptions", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+                        "pickle.find_class"})
+FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_code", "gi_code", "cr_code",
+                         "ag_code"})
+FRAME_GIVERS = frozenset({"inspect", "traceback"})  # library modules whose functions hand frames back
+LISTING = frozenset({"os.listdir", "os.scandir", "glob.glob", "os.walk", "os.fwalk"})
+WATCHED = (PROCESS_EVENTS | CODE_EVENTS | REFLECTION | LISTING
+           | {"import", "open", "object.__setattr__", "object.__delattr__", "object.__getattr__", "sys._getframe"})
+
+# The stdlib's code generators that ordinary correct code triggers (a dataclass, a namedtuple, a
+# typing.NamedTuple): `module: entry function`. Their compile/exec is allowed only when the
+# entry's own frame is met, walking out from the event, before any graded frame.
+GENERATORS = {"collections": ("namedtuple",), "dataclasses": ("_process_class",)}
+
+# Python routines that compute a banned family from allowed operators, looked up in these modules.
+PY_MODULES = ("torch", "torch.functional")  # these modules, and every loaded module below these:
+PY_TREES = ("torch.nn", "torch.optim")
+
+
+def rules_for(assignment) -> dict:
+    """What the worker's guard needs for `assignment`, sent with the load request (plain JSON): the
+    `forbidden` families (forbidden.Banned), the modules graded cells may import
+    (policy.allowed_imports) and the folders no graded code may open (the course's, as Landlock's)."""
+    from autograder.sandbox.files import _course_data
+    from autograder.sandbox.forbidden import Banned
+    from autograder.sandbox.policy import allowed_imports
+    banned = Banned(assignment.forbidden)
+    return {"family": banned.family.pattern if banned.family is not None else None,
+            "exact": sorted(banned.exact), "imports": sorted(allowed_imports(assignment)),
+            "deny": [str(p) for p in _course_data()]}
+
+
+def install(ns: dict, sources: tuple, rules: dict, report=None, trusted=()) -> dict:
+    """Switch the banned routines off, give the cells checked imports, then add the audit hook.
+
+    `ns`: the graded cells' globals; `sources`: the cells' source strings (the only text the worker
+    may compile after this); `trusted`: code objects of the worker's own that may look at frames and
+    the collector's lists (its error reports); `report(kind, detail)`: record instead of refusing
+    (measurement only).
+    Returns what was switched off (for tests and the bench)."""
+    family = re.compile(rules["family"]) if rules.get("family") else None
+    exact = frozenset(rules.get("exact", ()))
+
+    def banned(name: str) -> bool:
+        return name in exact or (family is not None and family.match(name) is not None)
+
+    done = {"ops": [], "routines": []}
+    torch = sys.modules.get("torch")
+    if torch is not None and (family is not None or exact):
+        with warnings.catch_warnings():  # "overriding a previously registered kernel", for each one
+            warnings.simplefilter("ignore")
+            done["ops"], keep = _switch_off_ops(torch, banned)
+        done["routines"] = _switch_off_routines(banned, exact)
+    else:
+        keep = None
+    allowed = frozenset(rules.get("imports", ())) | {"__future__"}
+    ns["__builtins__"] = _checked_builtins(allowed, report)
+    sys.addaudithook(_hook(ns, sources, allowed, rules, report, keep, frozenset(trusted)))
+    return done
+
+
+def _shown(allowed) -> str:
+    return ", ".join(f"`{m}`" for m in sorted(allowed - {"__future__"}))
+
+
+def _checked_builtins(allowed: frozenset, report) -> dict:
+    """The cells' builtins: `__import__` refuses modules outside the assignment's list.
+
+    Why beside the hook: an import of a module already loaded raises no audit event. Graded code
+    that reaches the real `__import__` through a module gets only modules, which hold nothing the
+    hook does not guard."""
+    real = builtins.__import__
+
+    def __import__(name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A001 - replaces it
+        if level == 0 and type(name) is str and name.partition(".")[0] not in allowed:
+            if report is None:
+                raise ImportError(IMPORT.format(allowed=_shown(allowed), name=name))
+            report("import", name)
+        return real(name, globals, locals, fromlist, level)
+
+    mine = dict(builtins.__dict__)
+    mine["__import__"] = __import__
+    return mine
+
+
+def _roots(paths) -> tuple:
+    out = []
+    for p in paths:
+        try:
+            out.append(os.path.realpath(p).rstrip(os.sep) + os.sep)
+        except (OSError, ValueError):
+            pass
+    return tuple(out)
+
+
+def _hook(ns, sources, allowed, rules, report, keep, trusted):
+    """The audit hook, a closure: graded code could reach its state only through frames and the
+    collector, which the hook refuses it. Builtins it uses are bound here, so that graded code
+    rewriting `builtins` changes nothing in it."""
+    import ast
+    import collections
+    import dataclasses
+    import importlib._bootstrap as bootstrap
+    import importlib._bootstrap_external as external
+    import pathlib
+
+    import autograder
+    engine = os.path.dirname(os.path.realpath(autograder.__file__))
+    library = _roots({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                      *(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))})
+    deny = _roots([engine, *rules.get("deny", ())])
+    # the generators: (their module's globals, their entry's code)
+    generators = ((collections.__dict__, collections.namedtuple.__code__),
+                  (dataclasses.__dict__, dataclasses._process_class.__code__))
+    dataclass_globals, field_type = dataclasses.__dict__, dataclasses.Field
+    field_name = dataclasses.Field.__dict__["name"].__get__
+    type_dict = type.__dict__["__dict__"].__get__
+    type_module = type.__dict__["__module__"].__get__
+    find_and_load = bootstrap._find_and_load.__code__
+    parse_only = ast.parse.__code__  # compiles to a syntax tree only (numpy reads .npy headers with it)
+    get_code = frozenset({external.SourceLoader.get_code.__code__, external.SourcelessFileLoader.get_code.__code__})
+    function, code_type, module_type = types.FunctionType, types.CodeType, types.ModuleType
+    plain_paths, posix_path, iskeyword = (str, bytes, int, pathlib.PosixPath), pathlib.PosixPath, keyword.iskeyword
+    type_, str_, dict_, issubclass_, any_, max_, len_ = type, str, dict, issubclass, any, max, len
+    permission, import_error = PermissionError, ImportError
+    getframe, get_ident, realpath, fsdecode, basename = sys._getframe, _thread.get_ident, os.path.realpath, os.fsdecode, os.path.basename
+    sep, main_thread, shown = os.sep, _thread.get_ident(), _shown(allowed)
+    inside: set = set()
+    texts = frozenset(s.encode("utf-8", "surrogatepass") for s in sources)
+
+    def no(kind, message, error=permission):
+        if report is not None:
+            report(kind, message)
+            return
+        raise error(message)
+
+    def real(path):
+        try:
+            return realpath(str_(path) if type_(path) is posix_path else fsdecode(path)) + sep
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def library_file(path) -> bool:
+        p = real(path) if type_(path) is str_ else None
+        return p is not None and any_(p.startswith(r) for r in library)
+
+    def made_by_library(filename) -> bool:
+        """A library file's code, or code a library module makes while it is imported ("<string>");
+        never a file elsewhere (a module written to scratch and put on sys.path)."""
+        if type_(filename) is bytes:
+            filename = fsdecode(filename)
+        return type_(filename) is str_ and (not filename.startswith(sep) or library_file(filename))
+
+    def denied(path) -> bool:
+        """The deepest root the real path is under is one graded code may not open."""
+        p = real(path)
+        if p is None:
+            return False
+        d = max_((len_(r) for r in deny if p.startswith(r)), default=-1)
+        return d > max_((len_(r) for r in library if p.startswith(r)), default=-1)
+
+    def origin(frame):
+        """Who asked, walking out from the event: 'graded' (a cell's frame first, or another
+        thread), 'import' (the import system's entry), 'trusted' (the worker's own code that may
+        look at frames) or 'worker' (a callback the worker ran, with no graded frame above it)."""
+        while frame is not None:
+            if frame.f_globals is ns:
+                return "graded"
+            code = frame.f_code
+            if code is find_and_load:
+                return "import"
+            if code in trusted:
+                return "trusted"
+            frame = frame.f_back
+        return "worker" if get_ident() == main_thread else "graded"
+
+    def generator(frame) -> bool:
+        """The event is a stdlib generator's own: walking out, only frames of its module until its
+        entry (a dataclass's fields must be identifiers: they are written into its code)."""
+        for module, entry in generators:
+            f = frame
+            while f is not None and f.f_globals is module:
+                if f.f_code is entry:
+                    return module is not dataclass_globals or fields_ok(f.f_locals.get("cls"))
+                f = f.f_back
+        return False
+
+    def fields_ok(cls) -> bool:
+        if not issubclass_(type_(cls), type):
+            return False
+        for klass in type_dict(cls).get("__mro__", None) or cls.__mro__:
+            names = type_dict(klass).get("__annotations__", {})
+            fields = type_dict(klass).get("__dataclass_fields__", {})
+            if type_(names) is not dict_ or type_(fields) is not dict_:
+                return False
+            every = list(names) + [field_name(f) if type_(f) is field_type else None for f in fields.values()]
+            if not all(type_(n) is str_ and n.isidentifier() and not iskeyword(n) for n in every):
+                return False
+        return True
+
+    def code_event(event, args, frame) -> None:
+        if event == "compile" and type_(args[0]) is bytes and args[0] in texts:
+            return  # the worker's compile of a graded cell's own text (compile hands the hook its UTF-8)
+        if event == "compile" and frame.f_code is parse_only:
+            return  # a syntax tree is data: compiling one to code is another compile
+        if event == "exec":
+            code = args[0]
+            if type_(code) is code_type and code.co_filename.startswith(CELL_PREFIX) and code.co_name == "<module>":
+                return  # a graded cell: only a cell's own text compiles under that name
+        if event in ("compile", "exec") and generator(frame):
+            return
+        if origin(frame) == "import":  # a library module being imported, no graded frame in between
+            if event == "compile" and made_by_library(args[1]):
+                return
+            if event == "exec" and type_(args[0]) is code_type and made_by_library(args[0].co_filename):
+                return
+            if event in ("marshal.loads", "marshal.load"):
+                f = frame
+                while f is not None and f.f_code not in get_code:
+                    f = f.f_back
+                if f is not None and library_file(f.f_locals.get("bytecode_path") or f.f_locals.get("path")):
+                    return
+        no(event, RUNTIME_CODE)
+
+    def patch(event, args, frame) -> None:
+        obj, name = args[0], args[1]
+        what = type_(obj)
+        if what is function:
+            if name == "__code__":
+                no(event, PATCH.format(what="the code of a function"))
+            elif obj.__globals__ is not ns and origin(frame) not in ("import", "trusted") and not generator(frame):
+                no(event, PATCH.format(what=f"`{name}` of a library function"))
+        elif issubclass_(what, type):
+            module = type_module(obj)
+            if not (type_(module) is str_ and module == SUBMISSION) and not generator(frame) \
+                    and origin(frame) not in ("import", "trusted"):
+                qualname = type.__dict__["__qualname__"].__get__(obj)
+                no(event, PATCH.format(what=f"`{qualname if type_(qualname) is str_ else '?'}.{name}`"))
+        elif name == "__class__" and issubclass_(what, module_type) and origin(frame) != "import":
+            no(event, PATCH.format(what="the class of a module"))
+
+    def check(event, args, frame) -> None:
+        if event in PROCESS_EVENTS:
+            no(event, PROCESS)
+        elif event.startswith("ctypes."):
+            no(event, CTYPES)
+        elif event in CODE_EVENTS:
+            code_event(event, args, frame)
+        elif event == "open" or event in LISTING:
+            path = args[0] if args else None
+            if path is None or type_(path) is int:
+                return
+            if type_(path) not in plain_paths:
+                no(event, OPEN.format(path=f"a path given as {what_type(path)}"))
+            elif denied(path):
+                no(event, OPEN.format(path=basename(real(path).rstrip(sep))))
+        elif event == "import":
+            name, filename = args[0], args[1]
+            if filename is not None:  # an extension module: native code only from installed libraries
+                if not library_file(filename):
+                    no(event, RUNTIME_CODE, import_error)
+                return
+            f = frame
+            while f is not None and f.f_globals is not ns and type_(f.f_globals.get("__name__")) is str_ \
+                    and f.f_globals["__name__"].startswith("importlib"):
+                f = f.f_back
+            if f is not None and f.f_globals is ns and type_(name) is str_ and name.partition(".")[0] not in allowed:
+                no(event, IMPORT.format(allowed=shown, name=name), import_error)
+        elif event in ("object.__setattr__", "object.__delattr__"):
+            patch(event, args, frame)
+        elif event == "object.__getattr__":
+            if args[1] in FRAME_ATTRS and origin(frame) not in ("import", "trusted") and not generator(frame):
+                no(event, FRAMES)
+        elif event == "sys._getframe":
+            name = frame.f_globals.get("__name__")
+            if frame.f_globals is ns or (type_(name) is str_ and name in FRAME_GIVERS
+                                         and origin(frame) not in ("import", "trusted")):
+                no(event, FRAMES)  # else a library asking for its caller's module (typing, enum, namedtuple)
+        elif event in REFLECTION:
+            if origin(frame) not in ("import", "trusted"):
+                no(event, TRACE if event.startswith(("sys.set", "sys.add")) else
+                   RUNTIME_CODE if event == "pickle.find_class" else FRAMES)
+
+    def what_type(obj) -> str:
+        name = type.__dict__["__name__"].__get__(type_(obj))
+        return name if type_(name) is str_ else "an object"
+
+    def hook(event, args):
+        if event not in WATCHED and not event.startswith("ctypes."):
+            return
+        me = get_ident()
+        if me in inside:
+            return  # an event of this hook's own frame walk
+        inside.add(me)
+        try:
+            check(event, args, getframe(1))
+        finally:
+            inside.discard(me)
+        if keep is hook:  # never: keeps the dispatcher's registrations alive as long as the hook
+            raise AssertionError
+
+    return hook
+
+
+# ---- banned routines ----------------------------------------------------------------------------
+
+# Dispatch keys a banned operator's kernels are replaced on, where it has one (CPU, CUDA and Meta always).
+_KEYS = ("CPU", "CUDA", "Meta", "QuantizedCPU", "QuantizedCUDA", "SparseCPU", "SparseCUDA", "NestedTensorCPU",
+         "NestedTensorCUDA", "MkldnnCPU", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+
+
+def banned_ops(torch, banned) -> list[str]:
+    """aten operators (`name.overload`) whose own name is in a banned family."""
+    out = []
+    for qualified in torch._C._dispatch_get_all_op_names():
+        ns, _, rest = qualified.partition("::")
+        if ns == "aten" and banned(rest.partition(".")[0]):
+            out.append(rest)
+    return sorted(out)
+
+
+def _switch_off_ops(torch, banned):
+    """Give every banned aten operator a kernel that raises, on every key it could run on."""
+    lib = torch._C._dispatch_library("IMPL", "aten", "")
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    ops = banned_ops(torch, banned)
+    for op in ops:
+        name = op.partition(".")[0]
+        qualified = "aten::" + op
+        def kernel(*args, _message=BANNED.format(name=name), **kwargs):
+            raise PermissionError(_message)
+        if has(qualified, "CompositeImplicitAutograd"):
+            lib.impl(op, "CompositeImplicitAutograd", kernel, False)
+            keys = ("CPU", "CUDA")
+        else:
+            keys = [k for k in _KEYS if k in ("CPU", "CUDA", "Meta") or has(qualified, k)]
+        for key in keys:
+            lib.impl(op, key, kernel, False)
+    return ops, lib
+
+
+_TEMPLATES: dict[int, types.CodeType] = {}
+_PLACEHOLDER = "\x00lmgrade-refused\x00"
+
+
+def _raiser(message: str, nfree: int) -> types.CodeType:
+    """Code that raises PermissionError(message), with `nfree` free variables (a closure's count)."""
+    if nfree not in _TEMPLATES:
+        names = [f"_free{i}" for i in range(nfree)]
+        src = ("def _outer():\n" + "".join(f"    {n} = None\n" for n in names)
+               + "    def refused(*args, **kwargs):\n"
+               + (f"        ({', '.join(names)},)\n" if names else "")
+               + f"        raise PermissionError({_PLACEHOLDER!r})\n    return refused\n")
+        outer = compile(src, "<lmgrade guard>", "exec").co_consts[0]
+        _TEMPLATES[nfree] = next(c for c in outer.co_consts if type(c) is types.CodeType)
+    code = _TEMPLATES[nfree]
+    return code.replace(co_consts=tuple(message if c == _PLACEHOLDER else c for c in code.co_consts))
+
+
+def _switch_off_routines(banned, exact) -> list[str]:
+    """Replace the code of torch's Python routines in a banned family (functions, and every method
+    of a banned class), in the modules PY_MODULES name and those below them that are loaded."""
+    done = []
+    seen: set[int] = set()
+    for modname, module in list(sys.modules.items()):
+        if not isinstance(module, types.ModuleType) or not (modname in PY_MODULES or any(
+                modname == m or modname.startswith(m + ".") for m in PY_TREES)):
+            continue
+        whole = any(part in exact for part in modname.split("."))  # e.g. torch.optim.lr_scheduler
+        for attr, obj in list(vars(module).items()):
+            if not (whole or banned(attr)) or id(obj) in seen:
+                continue
+            home = str(getattr(obj, "__module__", "") or "")
+            if not home.startswith("torch") or (whole and not banned(attr) and home != modname):
+                continue  # a whole module is banned for what it defines, not for what it imports
+            seen.add(id(obj))
+            message = BANNED.format(name=f"{modname}.{attr}")
+            if type(obj) is types.FunctionType:
+                _replace(obj, message)
+                done.append(f"{modname}.{attr}")
+            elif isinstance(obj, type):
+                for value in list(vars(obj).values()):
+                    fn = getattr(value, "__func__", value)
+                    if type(fn) is types.FunctionType:
+                        _replace(fn, message)
+                done.append(f"{modname}.{attr}")
+    return sorted(done)
+
+
+def _replace(fn, message: str) -> None:
+    fn.__code__ = _raiser(message, len(fn.__code__.co_freevars))
