@@ -45,13 +45,13 @@ def test_every_engine_folder_has_a_floor():
 
 
 def test_the_worker_loads_nothing_of_the_graders_side():
-    """The untrusted process imports the worker, support and wire, never the checks, grading or psutil."""
+    """The untrusted process imports the worker, support, wire and its guard, never the checks, grading or psutil."""
     code = ("import sys, autograder.sandbox.worker, autograder.sandbox.support, autograder.sandbox.simulated_device; "
             "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('autograder') or m == 'psutil')))")
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                                 cwd=Path(autograder.PACKAGE_DIR).parent).stdout.split())
     assert loaded == {"autograder", "autograder.sandbox", "autograder.sandbox.worker", "autograder.sandbox.support",
-                      "autograder.sandbox.wire", "autograder.sandbox.simulated_device"}
+                      "autograder.sandbox.wire", "autograder.sandbox.simulated_device", "autograder.sandbox.guard"}
 
 
 def test_the_fork_server_loads_only_the_sandbox():
