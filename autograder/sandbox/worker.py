@@ -19,7 +19,7 @@ import types
 
 import numpy as np
 
-from autograder.sandbox import wire
+from autograder.sandbox import guard, support, wire  # noqa: F401 - support: loaded before the guard
 
 CELL_PREFIX = "<graded cell "
 OUTPUT_LIMIT = 4000  # characters of student output kept per request
@@ -62,6 +62,7 @@ class Worker:
         self.next_id = 1
         self.device = "cpu"
         self.out = CappedWriter()
+        self.guarded = False  # the guard (guard.py) is installed: once per process
 
     # ---- framing -------------------------------------------------------------------------
     def read_exact(self, n: int) -> bytes:
@@ -164,8 +165,12 @@ class Worker:
             simulated_device.install()  # before any backward: autograd sizes its device queues once
         errors = []
         ns = self.module.__dict__
-        ns["__name__"] = "submission"
+        ns["__name__"] = guard.SUBMISSION
         sys.modules["submission"] = self.module
+        if msg.get("guard") is not None and not self.guarded:  # before any graded cell runs, for good
+            sources = tuple(c["source"] for c in msg["cells"] if c["index"] not in skip)
+            guard.install(ns, sources, msg["guard"], trusted=(describe.__code__,))
+            self.guarded = True
         seen: set[str] = set()
         for cell in msg["cells"]:
             if cell["index"] in skip:
