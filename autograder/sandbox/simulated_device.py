@@ -110,6 +110,9 @@ def _run(func, args, kwargs):
     out = func(*tree_map(_unwrap, args), **tree_map(_unwrap, kwargs))
     if func is aten._local_scalar_dense.default:
         return out
+    if func._schema.is_mutable and args and isinstance(args[0], torch.Tensor) and \
+            func.overloadpacket.__name__.endswith("_"):
+        return args[0]  # an in-place operator returns the tensor it changed (a CPU one for cpu.copy_(device))
     if made_here or (on_sim and not (target is not None and torch.device(target).type == "cpu")):
         return tree_map(_wrap, out)
     return out
