@@ -197,6 +197,7 @@ def cell_vs_builtin(t, kind: str) -> None:
             for value in (got if kind == "lstm" else [got]):
                 assert_shape(value, (B, H), what)
                 assert_dtype(value, name_of(dtype), what)
+    device_note(t, cell, [randn(t, 2, d, dtype=dtype), random_state(t, kind, 2, H, dtype)], f"{name}({d}, {H})(x, state)")
     properties.run(cell_matrix(t, kind))
 
 
@@ -510,6 +511,7 @@ def batchify_hidden(t):
         L = N // B
         assert_dtype(got, "int64", what)
         assert_equal(output(got, None, what).tolist(), stream[:B * L].view(B, L).tolist(), what)
+    device_note(t, t.student.batchify, [stream, 3], "batchify(stream, 3)")
 
 
 @check(4, 1, "get_chunk: inputs and targets one apart, a short last chunk, bptt longer than the data",
@@ -522,6 +524,7 @@ def get_chunk_hidden(t):
         n = min(bptt, 10 - i)
         assert_equal(output(inputs, None, what).tolist(), data[:, i:i + n].tolist(), what + " inputs")
         assert_equal(output(targets, None, what).tolist(), data[:, i + 1:i + 1 + n].tolist(), what + " targets")
+    device_note(t, t.student.get_chunk, [data, 2, 4], "get_chunk(data, 2, 4)")
 
 
 @check(4, 1, "detach_state: same values and types for a tensor, an (h, c) pair and None; no gradient through it; "
@@ -539,6 +542,8 @@ def detach_state_hidden(t):
         assert_close(output(g, None, "detach_state((h, c))"), e, f"detach_state((h, c)) {name}", rtol=0, atol=0)
     if t.student.detach_state(None) is not None:
         raise CheckFailed("detach_state(None) should return None (the state before the first chunk).")
+    device_note(t, t.student.detach_state, [h], "detach_state(h)")
+    device_note(t, t.student.detach_state, [(h, c)], "detach_state((h, c))")
     try:  # fail-only: with the history cut, backward through the call has nothing to reach
         got = t.student.detach_state.vjp([h], [0], torch.ones(2, 5, dtype=F64))
     except StudentError:
