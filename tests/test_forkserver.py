@@ -26,7 +26,7 @@ PROBE = textwrap.dedent("""
         limits = ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_CORE", "RLIMIT_NPROC")
         fds = [os.path.join("/proc/self/fd", fd) for fd in os.listdir("/proc/self/fd")]
         return {"fds": sorted(os.readlink(fd).split("[")[0] for fd in fds if os.path.exists(fd)), "leader": os.getsid(0) == os.getpid(),
-                "parent": os.getppid(), "cwd": os.getcwd(), "env": dict(os.environ),
+                "parent": os.getppid(), "pid": os.getpid() == 1, "cwd": os.getcwd(), "env": dict(os.environ),
                 "limits": {name: list(resource.getrlimit(getattr(resource, name))) for name in limits},
                 "status": {k: status[k].strip() for k in ("NoNewPrivs", "CapEff", "CapPrm", "CapBnd", "Threads")},
                 "userns": os.readlink("/proc/self/ns/user"), "mountns": os.readlink("/proc/self/ns/mnt"),
@@ -48,10 +48,13 @@ def own_servers(monkeypatch):
 
 
 def probed(import_torch=False) -> tuple[dict, bool]:
-    """What a worker sees of itself, and whether it was forked by a server."""
+    """What a worker sees of itself (and who waits for the process the grader knows), and whether it was
+    forked by a server."""
     box = Sandbox([{"index": 0, "number": 1, "source": PROBE}], limits=FAST, import_torch=import_torch)
     try:
-        return Student(box, timeout=5).probe(), isinstance(box.proc, forkserver.AdoptedProcess)
+        seen = Student(box, timeout=5).probe()
+        seen["waited_by"] = psutil.Process(box.proc.pid).ppid()
+        return seen, isinstance(box.proc, forkserver.AdoptedProcess)
     finally:
         box.close()
 
@@ -65,7 +68,9 @@ def test_a_forked_worker_is_confined_as_one_started_with_exec(monkeypatch, own_s
     assert not was_forked
     for key in ("fds", "leader", "limits", "status"):
         assert forked[key] == started[key], key
-    assert forked["parent"] == started["parent"] == os.getpid()  # adopted: this process waits for it
+    assert forked["waited_by"] == started["waited_by"] == os.getpid()  # adopted: this process waits for it
+    # where it has a PID namespace of its own the worker is its PID 1, its parent (the keeper) outside it
+    assert forked["parent"] == started["parent"] and forked["pid"] == started["pid"]
     assert forked["leader"] and forked["status"]["NoNewPrivs"] == "1" and forked["status"]["Threads"] == "1"
     assert forked["limits"]["RLIMIT_AS"][0] == FAST.memory_bytes and forked["limits"]["RLIMIT_CORE"] == [0, 0]
     for ns in ("user", "mnt"):  # a namespace of its own exactly where a worker started with exec gets one

@@ -74,8 +74,8 @@ import numpy as np
 def ok(x=1):
     return x + 1
 
-def worker_pid():
-    return os.getpid()
+def worker_pid():  # the machine's pid: the worker is PID 2 of a namespace of its own where it has one
+    return int(os.readlink("/proc/self"))
 
 def loop():
     while True:
@@ -311,21 +311,26 @@ def try_import(name):
 # ---- child processes ---------------------------------------------------------------------------
 def test_child_processes_die_with_the_worker(sandbox):
     box, student = sandbox(COMMON + """
-import subprocess
-
-def spawn():
-    procs = [subprocess.Popen(["sleep", "100"]) for _ in range(2)]
-    return [p.pid for p in procs]
-
-def forks(n):
-    pids = []
-    for _ in range(min(n, 20)):
-        pid = os.fork()
-        if pid == 0:
+def children(n, own_group):
+    # `n` sleeping children (each in a process group of its own if `own_group`); their machine pids
+    r, w = os.pipe()
+    for _ in range(n):
+        if os.fork() == 0:
+            if own_group:
+                os.setpgid(0, 0)
+            os.write(w, b"%d " % int(os.readlink("/proc/self")))
             time.sleep(100)
             os._exit(0)
-        pids.append(pid)
-    return pids
+    said = b""
+    while len(said.split()) < n:
+        said += os.read(r, 4096)
+    return [int(pid) for pid in said.split()]
+
+def spawn():
+    return children(2, True)
+
+def forks(n):
+    return children(min(n, 20), False)
 """)
     worker = student.worker_pid()
     children = student.spawn() + student.forks(20)

@@ -92,7 +92,8 @@ def test_held_out_text_reference_hidden_checks_and_caches_are_unreadable(monkeyp
         shutil.rmtree(cache, ignore_errors=True)
     assert seen.pop("numpy") == "ok" and seen.pop("sibling") == "ok", seen
     for name, outcome in seen.items():
-        if name in ("home_cache", "git") and not targets[name].exists():
+        # root's home is covered where the worker's uid cannot search it: its files are then not there at all
+        if name in ("home_cache", "git") and (not targets[name].exists() or str(targets[name]).startswith("/root/")):
             assert outcome in ("PermissionError", "FileNotFoundError"), (name, seen)
             continue
         assert outcome == "PermissionError", (name, seen)
@@ -323,8 +324,11 @@ def spin():
     while True:
         pass
 
-def spin_in_child():
-    subprocess.run([sys.executable, "-c", "while True: pass"])
+def spin_in_child():  # a forked child: a forked worker may start no program
+    if os.fork() == 0:
+        while True:
+            pass
+    os.wait()
 
 def work(seconds_of_cpu, cpu=None):
     if cpu is not None:

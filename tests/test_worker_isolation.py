@@ -77,14 +77,15 @@ def fork_bomb(n):
         made += 1
     return made
 
-def orphan():
+def orphan(cpu=None):
     r, w = os.pipe()
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
-            os.write(w, str(os.getpid()).encode())
-            while True:
+            os.write(w, os.readlink("/proc/self").encode())  # its pid on the machine
+            while cpu is None or time.process_time() < cpu:
                 pass
+            time.sleep(600)
         os._exit(0)
     return int(os.read(r, 20))
 
@@ -167,12 +168,15 @@ def test_a_fork_bomb_is_bounded_and_the_other_worker_still_restarts():
 
 
 def test_an_orphans_cpu_counts_against_its_worker_and_dies_with_it():
-    a, b, sa, sb = pair(Limits(call_timeout=2, load_timeout=20))
+    # the orphan burns 3 CPU s, then sleeps: the call's 2 CPU s can only run out through the orphan's CPU,
+    # however long the loaded machine takes to give it that (the wall backstop is 125 s)
+    a, b, _, sb = pair(Limits(call_timeout=2, load_timeout=20, wall_factor=60))
+    sa = Student(a, timeout=2)
     try:
-        pid = sa.orphan()  # left the worker's session and process tree, burning CPU
-        # the CPU deadline's message, not the 15 s wall backstop's ("did not finish: it ran 15 s of wall-clock time")
+        pid = sa.orphan(3.0)  # left the worker's session and process tree
+        # the CPU deadline's message, not the wall backstop's ("did not finish: it ran ... s of wall-clock time")
         with pytest.raises(StudentCrash, match=r"did not finish within [0-9.]+ s of CPU time"):
-            sa.idle(30)  # sleeps: only the orphan's CPU can end this call before its wall backstop
+            sa.idle(300)  # sleeps: only the orphan's CPU can end this call before its wall backstop
         assert not alive(pid)
         assert sb.idle(0) == 1
     finally:

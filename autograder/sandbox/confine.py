@@ -15,10 +15,12 @@ import sys
 from dataclasses import dataclass
 
 from autograder.sandbox.capabilities import CapDrop
-from autograder.sandbox.landlock import PathBeneathAttr, landlock_allow_beneath, landlock_fs_rights, landlock_restrict
+from autograder.sandbox.landlock import (FS_EXECUTE, PathBeneathAttr, landlock_allow_beneath, landlock_fs_rights,
+                                        landlock_restrict)
 from autograder.sandbox.linux import LIBC, PR_SET_NO_NEW_PRIVS, check, resource
 from autograder.sandbox.namespaces import (CLONE_NEWNET, CLONE_NEWNS, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC,
-                                           new_session_keyring, own_user_namespace)
+                                           become, become_pid_one, expose, new_session_keyring, own_pid_namespace,
+                                           own_uid, own_user_namespace, private_mount_namespace)
 
 # Isolated like -I (no user site-packages, no script directory on sys.path) but without -E, so that
 # the environment `worker_env` builds, which holds nothing else, applies: -I would ignore PYTHONHASHSEED
@@ -55,15 +57,21 @@ class Plan:
     nproc: int | None  # RLIMIT_NPROC before its own user namespace, where the uid is not root
     process_margin: int  # RLIMIT_NPROC inside its own user namespace
     identity: tuple[int, int] | None  # (uid, gid) to become, as root with a worker user
-    ids: tuple[int, int]  # the (uid, gid) it ends up with
+    ids: tuple[int, int]  # the (uid, gid) it ends up with (with `own_uid`, the child's own instead)
     drop_caps: bool  # uid 0 stays: drop every capability
     landlock: bool  # a Landlock ruleset is handed over with the plan
+    own_uid: bool = False  # as root without a worker user: become uid and gid WORKER_UID_BASE + its pid
+    covers: tuple = ()  # as root switching uid: (folder, names) to expose in its mount namespace (`expose`)
+    rlimits: tuple = ()  # (resource, soft, hard) of the grader: every limit reset before the worker's own
+    pid_namespace: bool = True  # its own PID and IPC namespaces, itself as their PID 1, where the kernel allows
 
     @classmethod
     def from_json(cls, doc: dict) -> "Plan":
         doc = dict(doc)
         for key in ("identity", "ids"):
             doc[key] = tuple(doc[key]) if doc[key] is not None else None
+        doc["covers"] = tuple((folder, tuple(names)) for folder, names in doc.get("covers", ()))
+        doc["rlimits"] = tuple(tuple(limit) for limit in doc.get("rlimits", ()))
         return cls(**doc)
 
 
@@ -73,23 +81,49 @@ class Prepared:
 
     def __init__(self, plan: Plan):
         self.caps = CapDrop() if LIBC is not None else None
-        self.scratch_rule = PathBeneathAttr(landlock_fs_rights(), -1) if plan.landlock else None
+        self.scratch_rule = PathBeneathAttr(landlock_fs_rights() & ~FS_EXECUTE, -1) if plan.landlock else None
+
+
+def grader_rlimits() -> tuple:
+    """(resource, soft, hard) of every rlimit this process has: what each new worker starts from, so
+    that nothing a worker did to the fork server's limits reaches the next one."""
+    if resource is None:
+        return ()
+    found = []
+    for name in sorted(n for n in dir(resource) if n.startswith("RLIMIT_")):
+        try:
+            found.append((getattr(resource, name), *resource.getrlimit(getattr(resource, name))))
+        except (OSError, ValueError):
+            pass
+    return tuple(found)
 
 
 def confine(plan: Plan, ruleset: int | None, prepared: Prepared) -> None:
-    """Apply `plan` to this process; the order matters. `ruleset` is the Landlock ruleset's fd."""
+    """Apply `plan` to this process; the order matters. `ruleset` is the Landlock ruleset's fd.
+
+    With `plan.pid_namespace` this process forks near the end: the caller's process stays outside as
+    the keeper (`become_pid_one`, never returns) and the child, PID 1 of its own namespaces, returns."""
     scratch = os.fsencode(plan.scratch)
+    ids = (own_uid(),) * 2 if plan.own_uid else plan.ids
+    identity = ids if plan.own_uid else plan.identity
+    pid_namespace = False
 
     def private_mounts() -> None:
-        """Its own mount namespace (best effort): a private /dev/shm, and a scratch that is a
-        bounded tmpfs no other worker sees; both vanish with the worker."""
+        """Its own mount namespace (best effort, except the covers a worker of another uid needs): a
+        private /dev/shm, and a scratch that is a bounded tmpfs no other worker sees; all vanish with it."""
+        if plan.covers:  # without them a worker of another uid cannot run the interpreter: no best effort
+            private_mount_namespace()
+            expose(plan.covers)
         try:
-            check(LIBC.unshare(CLONE_NEWNS))
+            if not plan.covers:
+                check(LIBC.unshare(CLONE_NEWNS))
             check(LIBC.mount(b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None))
             check(LIBC.mount(b"tmpfs", b"/dev/shm", b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC),
                              b"mode=1777,size=67108864"))
             check(LIBC.mount(b"tmpfs", scratch, b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV),
                              plan.scratch_options.encode()))
+            if plan.own_uid:
+                os.chown(scratch, *ids)
             os.chdir(scratch)
             if ruleset is not None:
                 landlock_allow_beneath(ruleset, scratch, prepared.scratch_rule)
@@ -103,6 +137,14 @@ def confine(plan: Plan, ruleset: int | None, prepared: Prepared) -> None:
             pass
     if plan.root and LIBC is not None:
         private_mounts()
+        if plan.own_uid:  # its scratch is its own also where no tmpfs could be mounted there
+            os.chown(scratch, *ids)
+        if plan.pid_namespace:  # root's right, so before dropping the user; a container may forbid it
+            try:
+                own_pid_namespace()
+                pid_namespace = True
+            except OSError:
+                pass
     if plan.cgroup_procs is not None:  # its process bound, as root (best effort)
         try:
             fd = os.open(plan.cgroup_procs, os.O_WRONLY)
@@ -111,6 +153,11 @@ def confine(plan: Plan, ruleset: int | None, prepared: Prepared) -> None:
         except OSError:
             pass
     if resource is not None:
+        for limit, soft, hard in plan.rlimits:  # the grader's, whatever the fork server's became
+            try:
+                resource.setrlimit(limit, (soft, hard))
+            except (OSError, ValueError):
+                pass
         if plan.memory_bytes is not None:
             resource.setrlimit(resource.RLIMIT_AS, (plan.memory_bytes, plan.memory_bytes))
         resource.setrlimit(resource.RLIMIT_CPU, (plan.cpu_seconds, plan.cpu_seconds + 5))
@@ -118,13 +165,17 @@ def confine(plan: Plan, ruleset: int | None, prepared: Prepared) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if plan.nproc is not None:
             resource.setrlimit(resource.RLIMIT_NPROC, (plan.nproc, plan.nproc))
-    if plan.identity:
-        os.setgroups([])
-        os.setgid(plan.identity[1])
-        os.setuid(plan.identity[0])
-    if own_user_namespace(plan.ids):  # its own process count and keyrings; the grader finds all its tasks
+    if identity:
+        become(identity[0], identity[1])
+    if own_user_namespace(ids):  # its own process count and keyrings; the grader finds all its tasks
         if resource is not None:
             resource.setrlimit(resource.RLIMIT_NPROC, (plan.process_margin, plan.process_margin))
+        if plan.pid_namespace and not pid_namespace:  # a user without root: the namespace gives the right
+            try:
+                own_pid_namespace()
+                pid_namespace = True
+            except OSError:
+                pass
         if not plan.root:  # a user without root: the namespace gives the rights for the rest
             if plan.isolate_network:
                 try:
@@ -142,3 +193,5 @@ def confine(plan: Plan, ruleset: int | None, prepared: Prepared) -> None:
                          ctypes.c_ulong(0), ctypes.c_ulong(0)))
     if ruleset is not None:
         landlock_restrict(ruleset)
+    if pid_namespace:
+        become_pid_one()

@@ -151,6 +151,54 @@ def read_rules(python: str, sitedir: Path) -> list[tuple[Path, str]]:
     return rules + [(_real(sitedir), READ)]
 
 
+def worker_trees(python: str, sitedir: Path | None = None) -> list[Path]:
+    """What a worker must be able to read to run at all: the interpreter's file, its installation and
+    virtual environment, the standard library, site-packages, and its engine copy."""
+    exe = Path(python)
+    trees = [Path(p) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}]
+    trees += [Path(v) for k, v in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    if (exe.parent.parent / "pyvenv.cfg").exists():
+        trees.append(exe.parent.parent)
+    trees += [exe.resolve(), exe.resolve().parent] + ([sitedir] if sitedir is not None else [])
+    return list(dict.fromkeys(_real(p) for p in trees if os.path.exists(p)))
+
+
+def _may(st: os.stat_result, uid: int, gids: set[int], bits: int) -> bool:
+    """Whether a process of `uid` and groups `gids` has `bits` (4 read, 1 execute/search) on a file."""
+    shift = 6 if st.st_uid == uid else 3 if st.st_gid in gids else 0
+    return (st.st_mode >> shift) & bits == bits
+
+
+def covers_for(trees: list[Path], uid: int, gids: set[int]) -> tuple[list[tuple[str, list[str]]], list[str]]:
+    """How a worker of `uid` reads `trees` where a folder above them is closed to it (root's home, 0700).
+
+    Returns (covers, problems): each cover is a folder on the way that the worker cannot search, with the
+    names inside it that lead to the trees (`namespaces.expose` hides the rest and binds these back), outer
+    folders first; each problem is a tree the worker still could not read (the tree itself is closed)."""
+    covers: dict[str, list[str]] = {}
+    problems = []
+    for tree in trees:
+        parts = tree.parts
+        for depth in range(1, len(parts)):
+            folder = Path(*parts[:depth])
+            try:
+                st = os.stat(folder)
+            except OSError:
+                break
+            if not _may(st, uid, gids, 1):
+                names = covers.setdefault(str(folder), [])
+                if parts[depth] not in names:
+                    names.append(parts[depth])
+        try:
+            st = os.stat(tree)
+        except OSError:
+            continue
+        need = 5 if tree.is_dir() else 1 if st.st_mode & 0o111 and tree.suffix not in (".py",) else 4
+        if not _may(st, uid, gids, need):
+            problems.append(f"{tree} (mode {st.st_mode & 0o7777:04o}, owner uid {st.st_uid})")
+    return sorted(covers.items(), key=lambda item: len(Path(item[0]).parts)), problems
+
+
 def device_nodes(cuda: bool) -> list[Path]:
     """The only device files a worker may open: null, zero, urandom; a GPU's nodes on CUDA."""
     nodes = [Path("/dev/null"), Path("/dev/zero"), Path("/dev/urandom")]

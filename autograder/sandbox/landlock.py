@@ -14,7 +14,7 @@ from autograder.sandbox.linux import LIBC, PR_SET_NO_NEW_PRIVS, check
 
 READ, LIST = "read", "list"  # what a read rule grants: read+execute below a path, or only listing it
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # the same on every architecture
-_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 _FS_ALL_V1, _FS_REFER, _FS_TRUNCATE = (1 << 13) - 1, 1 << 13, 1 << 14
 _NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
 _SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1
@@ -42,11 +42,13 @@ def landlock_abi() -> int:
     return _landlock_abi_cache
 
 
-def landlock_ruleset(readable: list[tuple[Path, str]], writable: list[Path], devices: list[Path]) -> int | None:
-    """A ruleset fd: read+execute (or only list) per `readable` rule, everything below `writable`,
+def landlock_ruleset(readable: list[tuple[Path, str]], writable: list[Path], devices: list[Path],
+                     execute: bool = True) -> int | None:
+    """A ruleset fd: read+execute (or only list) per `readable` rule, everything but execute below `writable`,
     read/write on the `devices` files alone (no /dev/shm, no terminal); with ABI 4+ no TCP bind or
     connect, with ABI 6+ no signals or abstract sockets beyond the worker's own processes. None
-    where Landlock is unavailable (the worker then runs without it)."""
+    where Landlock is unavailable (the worker then runs without it). `execute` False: no program may be
+    started at all (a forked worker's interpreter is running already; exec's needs the right to start)."""
     abi = landlock_abi()
     if abi < 1:
         return None
@@ -58,10 +60,10 @@ def landlock_ruleset(readable: list[tuple[Path, str]], writable: list[Path], dev
     if fd < 0:
         return None
     fd = int(fd)
-    access = {READ: _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR, LIST: _FS_READ_DIR}
+    access = {READ: (FS_EXECUTE if execute else 0) | _FS_READ_FILE | _FS_READ_DIR, LIST: _FS_READ_DIR}
     device = _FS_READ_FILE | _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)
     rules = [(p, access[kind]) for p, kind in readable] + [(p, device) for p in devices]
-    rules += [(p, fs) for p in writable]
+    rules += [(p, fs & ~FS_EXECUTE) for p in writable]  # nothing written there is ever started
     try:
         for path, allowed in rules:
             try:
@@ -70,7 +72,7 @@ def landlock_ruleset(readable: list[tuple[Path, str]], writable: list[Path], dev
                 continue  # not on this machine
             try:
                 if not os.path.isdir(path):  # a file takes only file rights
-                    allowed &= _FS_EXECUTE | _FS_READ_FILE | _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)
+                    allowed &= FS_EXECUTE | _FS_READ_FILE | _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)
                 if not allowed & fs:
                     continue
                 rule = PathBeneathAttr(allowed & fs, pfd)
@@ -85,7 +87,7 @@ def landlock_ruleset(readable: list[tuple[Path, str]], writable: list[Path], dev
 
 
 def landlock_fs_rights() -> int:
-    """Every file-system right this kernel's Landlock handles (what a worker has below its scratch)."""
+    """Every file-system right this kernel's Landlock handles (a worker has all but execute below its scratch)."""
     abi = landlock_abi()
     return _FS_ALL_V1 | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
 

@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from autograder import PACKAGE_DIR
@@ -53,18 +54,19 @@ from autograder.sandbox import forkserver, wire
 from autograder.sandbox.capabilities import capabilities, harden_this_process
 from autograder.sandbox.channels import PipeChannel, ThreadChannel, kill_portable
 from autograder.sandbox.clock import Clock, WorkerFailure
-from autograder.sandbox.confine import WORKER_FLAGS, Plan, Prepared, confine, worker_env
-from autograder.sandbox.files import (clean_shm, copy_engine, device_nodes, empty_dir, read_rules, remove_tree,
-                                      shm_entries)
+from autograder.sandbox.confine import WORKER_FLAGS, Plan, Prepared, confine, grader_rlimits, worker_env
+from autograder.sandbox.files import (clean_shm, copy_engine, covers_for, device_nodes, empty_dir, read_rules,
+                                      remove_tree, shm_entries, worker_trees)
 from autograder.sandbox.forkserver import ForkServerDown
 from autograder.sandbox.landlock import landlock_ruleset
-from autograder.sandbox.limits import (LANDLOCK_ENV, PORTABLE, Limits, fallback_identity, is_root, landlock_on,
-                                       missing_limits, say_once, worker_identity)
+from autograder.sandbox.limits import (LANDLOCK_ENV, OWN_UID_PROBE, PORTABLE, Limits, fallback_identity, is_root,
+                                       landlock_on, missing_limits, prove_worker_runs, say_once, worker_identity)
 from autograder.sandbox.linux import HAVE_PROC, LIBC, fcntl
 from autograder.sandbox.namespaces import pids_cgroup, user_namespace
 from autograder.sandbox.processes import LIVE_WORKERS, kill_tree, task_count
 
 _READ_RULES: dict[tuple[str, Path], tuple] = {}  # (python, engine copy) -> Landlock read rules, made once
+_COVERS: dict[tuple[str, Path, int], tuple] = {}  # (python, engine copy, uid) -> folders to bridge (files.covers_for)
 
 
 class Sandbox:
@@ -75,11 +77,17 @@ class Sandbox:
         self.cells = cells
         self.device = device
         self.import_torch = import_torch
+        self.guard: dict | None = None  # guard.rules_for: what graded code may do, enforced in the worker
         self.limits = limits
         self.identity = worker_identity(limits.worker_user)  # before any temp dir: it may refuse
-        self.guard: dict | None = None  # guard.rules_for: what graded code may do, enforced in the worker
+        python = limits.worker_python or sys.executable
         if self.identity is None and not PORTABLE:
-            self.identity = fallback_identity(limits, limits.worker_python or sys.executable)
+            self.identity = fallback_identity(limits, python)
+        # as root no worker keeps uid 0: without a worker user each one gets a uid of its own (confine.py)
+        self.own_uid = is_root() and self.identity is None and LIBC is not None and hasattr(os, "setresuid")
+        if self.identity or self.own_uid:  # refuses, naming what to change, if that uid cannot run the worker
+            prove_worker_runs(python, *(self.identity[:2] if self.identity else (OWN_UID_PROBE, OWN_UID_PROBE)),
+                              f"user {self.identity[2]}" if self.identity else "a uid of its own")
         self.skip: dict[int, str] = {}  # cell index -> why it was skipped at load
         self.cell_errors: list[dict] = []  # exceptions raised while loading cells
         # (skip, cell_errors) of the first load, before any check sent an input: the only load whose
@@ -126,6 +134,7 @@ class Sandbox:
         root = is_root()
         uid = identity[0] if identity else os.getuid()
         ids = identity[:2] if identity else (os.geteuid(), os.getegid())
+        own = self.own_uid
         self._shm_before = shm_entries()
         self.cgroup = pids_cgroup(limits.process_margin)
         plan = Plan(scratch=str(self.scratch),
@@ -135,9 +144,11 @@ class Sandbox:
                     cgroup_procs=str(self.cgroup / "cgroup.procs") if self.cgroup else None,
                     memory_bytes=None if cuda else limits.memory_bytes, cpu_seconds=limits.cpu_seconds,
                     file_bytes=limits.file_bytes,
-                    nproc=task_count(uid) + limits.process_margin if uid != 0 and HAVE_PROC else None,
+                    nproc=limits.process_margin if own else
+                    task_count(uid) + limits.process_margin if uid != 0 and HAVE_PROC else None,
                     process_margin=limits.process_margin, identity=identity[:2] if identity else None, ids=ids,
-                    drop_caps=root and not identity and LIBC is not None, landlock=landlock_on(limits))
+                    drop_caps=root and not identity and not own and LIBC is not None, landlock=landlock_on(limits),
+                    own_uid=own, rlimits=grader_rlimits())
         key = self._server_key()
         server = forkserver.server(*key) if key is not None else None
         if server is not None:
@@ -154,13 +165,20 @@ class Sandbox:
         else:
             if self.sitedir is None:
                 self.sitedir = Path(tempfile.mkdtemp(prefix="lmgrade-site-"))
-                copy_engine(self.sitedir, readable_by_all=self.identity is not None)
+                copy_engine(self.sitedir, readable_by_all=self.identity is not None or self.own_uid)
             sitedir = self.sitedir
+        if plan.root and (plan.identity or plan.own_uid):  # folders closed to the worker's uid, bridged
+            uid, gid = plan.identity or (OWN_UID_PROBE, OWN_UID_PROBE)
+            if (python, sitedir, uid) not in _COVERS:
+                _COVERS[(python, sitedir, uid)] = tuple(covers_for(worker_trees(python, sitedir), uid, {gid})[0])
+            plan = replace(plan, covers=_COVERS[(python, sitedir, uid)])
         ruleset = None
         if plan.landlock:
             if (python, sitedir) not in _READ_RULES:
                 _READ_RULES[(python, sitedir)] = tuple(read_rules(python, sitedir))
-            ruleset = landlock_ruleset(list(_READ_RULES[(python, sitedir)]), [self.scratch], device_nodes(cuda))
+            # a forked worker's interpreter runs already: it may start no program; exec's must start Python
+            ruleset = landlock_ruleset(list(_READ_RULES[(python, sitedir)]), [self.scratch], device_nodes(cuda),
+                                       execute=server is None)
             if ruleset is None:  # confinement() promised Landlock: never fall back silently
                 raise WorkerFailure("unavailable", f"the Landlock rules could not be set up ({LANDLOCK_ENV}=0 "
                                     "runs without them, see docs/security.md)")
@@ -201,7 +219,7 @@ class Sandbox:
         os.close(from_worker_w)
         fcntl.fcntl(to_worker_w, fcntl.F_SETFL, fcntl.fcntl(to_worker_w, fcntl.F_GETFL) | os.O_NONBLOCK)
         self._channel = PipeChannel(to_worker_w, from_worker_r, self.proc)
-        if plan.drop_caps and capabilities(self.proc.pid) not in (None, 0):
+        if (plan.drop_caps or plan.own_uid) and capabilities(self.proc.pid) not in (None, 0):
             self._kill()
             raise WorkerFailure("unavailable", "the worker kept root's capabilities; set LMGRADE_WORKER_USER "
                                 "to an unprivileged user")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from autograder.sandbox.landlock import landlock_abi
 from autograder.sandbox.linux import WALKS_TREES, fcntl, resource
 
+OWN_UID_PROBE = (1 << 30) - 1  # a uid no worker gets (they are 2**30 + pid): the probe of a root batch's workers
 USER_ENV = "LMGRADE_WORKER_USER"  # run the worker as this user when the grader is root
 LANDLOCK_ENV = "LMGRADE_LANDLOCK"  # "0" turns Landlock off (troubleshooting a driver that needs more)
 PORTABLE = sys.platform == "win32" or fcntl is None  # no pass_fds / preexec_fn / select on pipes
@@ -102,6 +103,59 @@ def fallback_identity(limits: Limits, python: str) -> tuple[int, int, str] | Non
     return (entry.pw_uid, entry.pw_gid, "nobody") if _runs_python[key] else None
 
 
+# what a forked worker imports after it has become another user (its interpreter is loaded already):
+# the standard library the worker and the checks use, and numpy; torch's files are read, not imported
+_PROBE = ("import ast, collections, dataclasses, functools, inspect, io, itertools, json, linecache, math, random, re, "
+          "struct, tokenize, traceback, types, typing, zipfile, zlib, numpy, importlib.util, os\n"
+          "spec = importlib.util.find_spec('torch')\n"
+          "if spec is not None and spec.origin:\n"
+          "    open(spec.origin, 'rb').read(1)\n"
+          "    [os.stat(os.path.join(os.path.dirname(spec.origin), 'lib', n)) for n in "
+          "os.listdir(os.path.join(os.path.dirname(spec.origin), 'lib'))]\n")
+_proven: dict[tuple, str | None] = {}
+
+
+def prove_worker_runs(python: str, uid: int, gid: int, who: str) -> None:
+    """As root, before the first worker of another uid: prove that such a worker can run, or raise
+    ValueError naming what it could not read and what to change.
+
+    Why: a worker forked from the fork server has its interpreter loaded already and fails only later,
+    at the first module it imports (`zipfile`), and every check would then blame the student. The proof
+    runs `python` as `uid` with the same view of the file system a worker gets (`namespaces.expose`
+    over folders closed to it) and imports what a forked worker imports later."""
+    from autograder.sandbox.files import covers_for, worker_trees
+    from autograder.sandbox.namespaces import become, expose, private_mount_namespace
+
+    key = (python, uid, gid)
+    if key not in _proven:
+        covers, problems = covers_for(worker_trees(python), uid, {gid})
+        why = None
+        if problems:
+            why = f"it cannot read {problems[0]}"
+        else:
+            def preexec() -> None:
+                if covers:
+                    private_mount_namespace()
+                    expose(covers)
+                become(uid, gid)
+            try:
+                probe = subprocess.run([python, "-s", "-P", "-c", _PROBE], preexec_fn=preexec, cwd="/",
+                                       env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, capture_output=True,
+                                       text=True, timeout=120)
+                if probe.returncode != 0:
+                    lines = (probe.stderr or "").strip().splitlines()
+                    why = f"{python} failed: {lines[-1] if lines else f'exit code {probe.returncode}'}"
+            except (OSError, subprocess.SubprocessError) as exc:
+                why = f"{python} could not be started: {exc}"
+        _proven[key] = why
+    if _proven[key] is not None:
+        raise ValueError(
+            f"Refusing to grade: the worker ({who}) cannot run the grader's Python: {_proven[key]}. "
+            f"Make that path readable by others (chmod o+rX on it and the folders above it), or build the "
+            f"venv from a Python installed where every user can read it (e.g. /usr/local or /opt)"
+            + (f", or set {USER_ENV} to a user who can read it" if who.startswith("user ") else "") + ".")
+
+
 def confinement(limits: Limits | None = None) -> str:
     """How student code is confined here: "landlock+worker-user", "landlock", "worker-user" or "none".
 
@@ -110,8 +164,11 @@ def confinement(limits: Limits | None = None) -> str:
     """
     limits = limits or Limits()
     identity = worker_identity(limits.worker_user)
+    python = limits.worker_python or sys.executable
     if identity is None and not PORTABLE:
-        identity = fallback_identity(limits, limits.worker_python or sys.executable)
+        identity = fallback_identity(limits, python)
+    if identity and not PORTABLE:  # prove that user can run the worker (a root batch's own uids: lifecycle.py)
+        prove_worker_runs(python, identity[0], identity[1], f"user {identity[2]}")
     parts = (["landlock"] if not PORTABLE and landlock_on(limits) else []) + (["worker-user"] if identity else [])
     return "+".join(parts) or "none"
 
