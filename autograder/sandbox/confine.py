@@ -50,7 +50,7 @@ class Plan:
     root: bool  # the grader is root
     netns: bool  # as root: a fresh network namespace first (it needs root's rights)
     isolate_network: bool  # a fresh network namespace wherever its own user namespace allows one
-    cgroup_procs: str | None  # as root: the pids cgroup to join
+    cgroup_procs: tuple  # as root: the `cgroup.procs` files of its cgroups, to join
     memory_bytes: int | None  # RLIMIT_AS (None on CUDA: the runtime reserves far more than it uses)
     cpu_seconds: int
     file_bytes: int
@@ -72,6 +72,7 @@ class Plan:
             doc[key] = tuple(doc[key]) if doc[key] is not None else None
         doc["covers"] = tuple((folder, tuple(names)) for folder, names in doc.get("covers", ()))
         doc["rlimits"] = tuple(tuple(limit) for limit in doc.get("rlimits", ()))
+        doc["cgroup_procs"] = tuple(doc["cgroup_procs"])
         return cls(**doc)
 
 
@@ -145,11 +146,13 @@ def confine(plan: Plan, ruleset: int | None, prepared: Prepared) -> None:
                 pid_namespace = True
             except OSError:
                 pass
-    if plan.cgroup_procs is not None:  # its process bound, as root (best effort)
+    for procs in plan.cgroup_procs:  # its bounds and CPU share, as root (best effort)
         try:
-            fd = os.open(plan.cgroup_procs, os.O_WRONLY)
-            os.write(fd, b"%d" % os.getpid())
-            os.close(fd)
+            fd = os.open(procs, os.O_WRONLY)
+            try:
+                os.write(fd, b"%d" % os.getpid())
+            finally:
+                os.close(fd)
         except OSError:
             pass
     if resource is not None:

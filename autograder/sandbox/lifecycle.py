@@ -62,7 +62,7 @@ from autograder.sandbox.landlock import landlock_ruleset
 from autograder.sandbox.limits import (LANDLOCK_ENV, OWN_UID_PROBE, PORTABLE, Limits, fallback_identity, is_root,
                                        landlock_on, missing_limits, prove_worker_runs, say_once, worker_identity)
 from autograder.sandbox.linux import HAVE_PROC, LIBC, fcntl
-from autograder.sandbox.namespaces import pids_cgroup, user_namespace
+from autograder.sandbox.namespaces import cgroup_members, remove_cgroups, user_namespace, worker_cgroups
 from autograder.sandbox.processes import LIVE_WORKERS, kill_tree, task_count
 
 _READ_RULES: dict[tuple[str, Path], tuple] = {}  # (python, engine copy) -> Landlock read rules, made once
@@ -100,7 +100,7 @@ class Sandbox:
         self._channel = None
         self._shm_before: set = set()
         self.userns: int | None = None  # the worker's own user namespace (inode), where it has one
-        self.cgroup: Path | None = None  # its pids cgroup, as root
+        self.cgroups: list[Path] = []  # its cgroups, as root (namespaces.worker_cgroups)
         self.scratch = Path(tempfile.mkdtemp(prefix="lmgrade-scratch-"))
         if self.identity:  # the worker's own scratch
             os.chown(self.scratch, self.identity[0], self.identity[1])
@@ -136,12 +136,13 @@ class Sandbox:
         ids = identity[:2] if identity else (os.geteuid(), os.getegid())
         own = self.own_uid
         self._shm_before = shm_entries()
-        self.cgroup = pids_cgroup(limits.process_margin)
+        self.cgroups = worker_cgroups(limits.process_margin,
+                                      None if cuda else limits.memory_bytes + limits.scratch_bytes)
         plan = Plan(scratch=str(self.scratch),
                     scratch_options=f"mode=0700,size={limits.scratch_bytes},uid={ids[0]},gid={ids[1]}",
                     root=root, netns=limits.isolate_network and root and LIBC is not None,
                     isolate_network=limits.isolate_network,
-                    cgroup_procs=str(self.cgroup / "cgroup.procs") if self.cgroup else None,
+                    cgroup_procs=tuple(str(group / "cgroup.procs") for group in self.cgroups),
                     memory_bytes=None if cuda else limits.memory_bytes, cpu_seconds=limits.cpu_seconds,
                     file_bytes=limits.file_bytes,
                     nproc=limits.process_margin if own else
@@ -258,14 +259,14 @@ class Sandbox:
         if self._channel is not None:
             self._channel.close()
         self.proc, self._channel, self._loaded = None, None, False
-        if self.cgroup is not None:
-            for _ in range(50):
+        if self.cgroups:  # whatever is still in its cgroups goes too, then the cgroups
+            for pid in cgroup_members(self.cgroups):
                 try:
-                    self.cgroup.rmdir()
-                    break
-                except OSError:
-                    time.sleep(0.02)
-            self.cgroup = None
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            remove_cgroups(self.cgroups)
+            self.cgroups = []
         # nothing a worker wrote outlives it: its scratch dir is emptied, its /dev/shm files removed
         empty_dir(self.scratch)
         if self.identity:  # same uid as the grader: Landlock forbids /dev/shm, or nothing tells whose a file is

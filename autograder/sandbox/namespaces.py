@@ -1,5 +1,6 @@
-"""What keeps workers apart from each other (Linux): a user namespace of each worker's own, a pids
-cgroup as root, an empty session keyring; and finding every process in a worker's user namespace.
+"""What keeps workers apart from each other (Linux): a uid of each worker's own (as root), user, PID
+and IPC namespaces of its own, cgroups as root, an empty session keyring; and finding every process
+in a worker's user namespace or cgroups.
 
 Why a file of its own: two students' workers run side by side in a batch, often as the same uid;
 the kernel keeps keyrings and the RLIMIT_NPROC count per user namespace, and every process a
@@ -170,37 +171,93 @@ def _wait_for(child: int, told: int, reap_all: bool) -> None:
         os._exit(1)
 
 
-def pids_cgroup(limit: int) -> Path | None:
-    """As root: a new pids cgroup capped at `limit` tasks (v1, or v2 at the root), else None.
+def worker_cgroups(tasks: int, memory: int | None) -> list[Path]:
+    """As root: a new cgroup for one worker in every hierarchy where one can be made, each below the
+    grader's own cgroup there (so a grader in a session scope or a container's cgroup works too): v1
+    `pids` (at most `tasks`), `cpu` (an equal share of the CPU per worker, however many processes it
+    runs), `memory` (at most `memory` bytes for all its processes together), and cgroup v2 where the
+    grader's cgroup delegates controllers to its children. Empty where none can be made (not root, no
+    cgroup file system, a read-only one).
 
-    Why: root's uid is exempt from RLIMIT_NPROC even in a user namespace, so a worker that keeps
-    uid 0 gets its process bound here. The worker joins it before exec and cannot leave it
-    (writing another cgroup's files needs rights Landlock withholds)."""
+    Why: processes are counted per worker, not per uid, so a fork bomb or CPU-burning orphans take
+    their own worker's share and no one else's; the worker joins them before it runs anything and
+    cannot leave (their files are root's, and Landlock withholds them), and the grader kills what is
+    left in them (`cgroup_members`)."""
     if not is_root() or not HAVE_PROC:
-        return None
+        return []
     try:
         groups = Path("/proc/self/cgroup").read_text().splitlines()
         mounts = Path("/proc/self/mountinfo").read_text().splitlines()
     except OSError:
-        return None
-    base = None
+        return []
+    own = {}  # controller (or "" for v2) -> the grader's cgroup path in that hierarchy
+    for line in groups:
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            own[controller] = path
+    made = []
     for line in mounts:
         fields = line.split()
         kind = fields[fields.index("-") + 1] if "-" in fields else ""
-        if kind == "cgroup" and "pids" in fields[-1].split(","):
-            own = next((g.split(":", 2)[2] for g in groups if "pids" in g.split(":")[1].split(",")), None)
-            base = Path(fields[4]) / (own or "/").lstrip("/") if own is not None else None
-        elif kind == "cgroup2" and base is None and "0::/" in groups:
-            if "pids" in (Path(fields[4]) / "cgroup.subtree_control").read_text().split():
-                base = Path(fields[4])
-    if base is None:
-        return None
-    try:
-        group = Path(tempfile.mkdtemp(prefix="lmgrade-worker-", dir=base))
-        (group / "pids.max").write_text(str(limit))
-    except OSError:
-        return None
-    return group
+        if kind == "cgroup":
+            options = fields[-1].split(",")
+            wanted = [c for c in ("pids", "cpu", "memory") if c in options and c in own]
+            if not wanted:
+                continue
+            settings = {"pids.max": str(tasks)} if "pids" in wanted else {}
+            if "memory" in wanted and memory is not None:
+                settings["memory.limit_in_bytes"] = str(memory)
+            base = Path(fields[4]) / own[wanted[0]].lstrip("/")
+        elif kind == "cgroup2" and "" in own:
+            base = Path(fields[4]) / own[""].lstrip("/")
+            try:
+                delegated = (base / "cgroup.subtree_control").read_text().split()
+            except OSError:
+                continue
+            if not delegated:
+                continue
+            settings = {"pids.max": str(tasks)} if "pids" in delegated else {}
+            if "memory" in delegated and memory is not None:
+                settings["memory.max"] = str(memory)
+        else:
+            continue
+        try:
+            group = Path(tempfile.mkdtemp(prefix="lmgrade-worker-", dir=base))
+        except OSError:
+            continue
+        try:
+            for name, value in settings.items():
+                (group / name).write_text(value)
+        except OSError:
+            remove_cgroups([group])
+            continue
+        made.append(group)
+    return made
+
+
+def cgroup_members(groups: list[Path]) -> set[int]:
+    """Every process still in the worker's cgroups (what the grader kills last)."""
+    found = set()
+    for group in groups:
+        try:
+            found.update(int(pid) for pid in (group / "cgroup.procs").read_text().split())
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def remove_cgroups(groups: list[Path]) -> None:
+    """Remove the worker's cgroups once they are empty (a killed process leaves them a moment later)."""
+    import time
+    for group in groups:
+        for _ in range(50):
+            try:
+                group.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.02)
 
 
 def new_session_keyring() -> None:
