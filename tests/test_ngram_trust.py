@@ -77,7 +77,8 @@ def test_unnormalized_distributions_gain_nothing(tmp_path, monkeypatch):
     text = solution_text().replace("    return InterpolatedLM(models, lambdas)", "    return InterpolatedLM(models, [1.0, 1.0, 1.0])")
     results = grade_checks(tmp_path, monkeypatch, text, {"synthetic_floor", "public_build_model"})
     assert not results["synthetic_floor"][0] and not results["public_build_model"][0]
-    assert "not 1" in results["synthetic_floor"][1] and "held-out context" in results["synthetic_floor"][1]
+    # validation is scored first, before the model sees held-out text: the message can name the context
+    assert "not 1" in results["synthetic_floor"][1] and "held-out" not in results["synthetic_floor"][1]
 
 
 def test_a_distribution_that_sums_to_one_only_where_checked_gains_nothing(tmp_path, monkeypatch):
@@ -350,3 +351,81 @@ def test_sampled_estimate_is_close_to_the_whole_text():
                  for p in (plan_positions(heldout, None, rng) for _ in range(20))]
     assert abs(np.mean(estimates) / whole - 1) < 0.01
 
+
+
+# ---- nothing the student's code chose reaches a message about held-out data (issue 30) -------------
+ENCODER = '''
+import zlib
+
+
+class Encoder(Wrapped):
+    """Spells the first held-out context it meets (one not in the validation text) into what it
+    returns: `how` "sum" makes that row sum to 1 + code * 1e-4 (the issue's attack: the sum was printed to
+    9 digits); "ratio" keeps every row a distribution but tilts all of them by the code, which moves the
+    perplexity; "raise" raises an error that names the context."""
+
+    def __init__(self, lm, known, how):
+        super().__init__(lm)
+        self.known, self.how, self.code, self.first = known, how, None, None
+
+    def prob(self, word, context):
+        context = tuple(context)
+        p = self.lm.prob(word, context)
+        if self.code is None and context not in self.known:
+            self.first, self.code = context, zlib.crc32(" ".join(context).encode()) % 1000
+            if self.how == "raise":
+                raise ValueError(f"held-out context {context}")
+        if self.code is None:
+            return p
+        if self.how == "sum":
+            return p * (1 + self.code * 1e-4) if context == self.first else p
+        return (1 - 0.01 * self.code / 1000) * p + 0.01 * self.code / 1000 / len(self.vocab)
+
+
+def known_contexts(sentences, n):
+    return {tuple((["<s>"] * (n - 1) + s)[i:i + n - 1]) for s in sentences for i in range(len(s) + 1)}
+'''
+
+
+def sealed_feedback(monkeypatch, how: str, plan_seed: int) -> tuple[str, tuple]:
+    """synthetic_floor's whole feedback (message and notes) for an Encoder, with the grader's plan of
+    held-out positions drawn from `plan_seed` (so other held-out contexts are asked), and the held-out
+    context the model encoded."""
+    from tests.helpers import staff_module
+    module = staff_module("ngram")
+    exec(WRAPPER + ENCODER, module.__dict__)  # noqa: S102 - the attack, in the staff module's namespace
+    staff = module.build_model
+
+    def encoding_model(train, validation):  # the staff model, whose contexts have n - 1 >= 2 words
+        lm = staff(train, validation)
+        return module.Encoder(lm, module.known_contexts(validation, lm.n), how)
+
+    module.build_model = encoding_model
+    fn = next(f for f in NGRAM.checks() if f.lmgrade_check.name == "synthetic_floor")
+    real = fn.__globals__["secret_seed"]
+    monkeypatch.setitem(fn.__globals__, "secret_seed",
+                        lambda t, label: plan_seed if label == "synthetic plan" else real(t, label))
+    models = []
+    channel = InProcessChannel(module)
+    build = module.build_model
+    module.build_model = lambda train, validation: models.append(build(train, validation)) or models[-1]
+    ctx = Context(student=Student(channel), ref=NGRAM.reference(), spec=fn.lmgrade_check)
+    try:
+        fn(ctx)
+        feedback = "Passed.\n" + "\n".join(ctx.notes)
+    except Exception as exc:  # noqa: BLE001 - the runner shows str() of what the check raised
+        feedback = str(exc)
+    return feedback, models[-1].first
+
+
+@pytest.mark.parametrize("how", ["sum", "ratio", "raise"])
+def test_distributions_that_encode_a_held_out_context_tell_the_student_nothing(monkeypatch, how):
+    first, context_a = sealed_feedback(monkeypatch, how, 1)
+    second, context_b = sealed_feedback(monkeypatch, how, 2)
+    assert context_a != context_b  # two different held-out contexts were encoded ...
+    assert first == second  # ... and the feedback is the same bytes
+    assert str(context_a) not in first and "held-out" in first
+    if how == "ratio":  # valid distributions within the margin: passes, with the rule and no figure
+        assert first.startswith("Passed.") and "within the threshold" in first
+    else:
+        assert "sum to 1" in first and "Nothing else is shown" in first

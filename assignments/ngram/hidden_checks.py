@@ -201,17 +201,35 @@ class Scorer:
         self.table: dict[tuple, np.ndarray] = {}
 
     def logprobs(self, sentences, plan, *, held_out: bool) -> np.ndarray:
-        """(P,) log-probabilities of the plan's targets."""
+        """(P,) log-probabilities of the plan's targets.
+
+        Once the model has seen a held-out context, every failure is the fixed text of
+        `sealed_failure`: a sum, a value, a shape or an error message is the student's code's choice,
+        and could spell out the held-out contexts it was shown (issue 30), even on validation text."""
         contexts = [context_at(sentences[s], i, self.n) for s, i in plan.positions]
         order = request_order([c for c in contexts if c not in self.table], ("<s>",) * (self.n - 1), self.rng)
         if held_out:
             self.student.seal()  # its prints and error messages could carry these contexts out
+        quiet = held_out or self.student.sealed
         for start in range(0, len(order), self.batch):
             chunk = order[start:start + self.batch]
-            rows = check_distributions(self.probe.distributions(chunk), chunk, len(self.words), self.what,
-                                       name_contexts=not held_out)
+            try:
+                rows = check_distributions(self.probe.distributions(chunk), chunk, len(self.words), self.what)
+            except CheckFailed:
+                if not quiet:
+                    raise
+                raise CheckFailed(sealed_failure(self.what, len(self.words))) from None
             self.table.update(zip(chunk, rows))
         return plan_logprobs(plan, sentences, self.n, self.table, self.index)
+
+
+def sealed_failure(what: str, n_words: int) -> str:
+    """The one message for any failure while the model has seen held-out text: fixed words only."""
+    return (f"{what}: the next-word distributions of your model could not all be used once it had been shown "
+            f"held-out contexts. Each must be {n_words} finite, non-negative probabilities that sum to 1 (within "
+            "1e-6), returned without an error and in time. Nothing else is shown (what your code returns, prints "
+            "or raises after seeing held-out text could carry that text out): run your model on the contexts of "
+            "your validation text to find the problem.")
 
 
 def score_from_distributions(t, lm, n: int, words: list[str], texts: list, rng, what: str, batch: int) -> list[float]:
@@ -240,33 +258,37 @@ def judge(t, what: str, plan, logprobs, staff_logprobs, validation_plan, validat
     beyond its lead on the validation text it was tuned on. A round decides only when the estimate
     is Z standard errors away from every line; the last round decides by the estimate.
     """
-    ppl, staff = plan_perplexity(plan, logprobs), plan_perplexity(plan, staff_logprobs)
-    line = (f"{what}: perplexity {ppl:.3f}, the staff model's {staff:.3f} on the same {len(plan.positions)} "
-            f"held-out positions (threshold {staff * (1 + PPL_MARGIN):.3f}")
+    ppl = plan_perplexity(plan, logprobs)
+    # Fixed words only: the perplexity, the round that decided and the validation ratio all follow
+    # from distributions the student's code chose after seeing held-out contexts (issue 30).
+    line = (f"{what}: the perplexity on held-out positions, compared with the staff model's on the same positions "
+            f"(threshold: {1 + PPL_MARGIN:.2f} x the staff model's)")
     floor = plan_perplexity(plan, floor_logprobs) if floor_logprobs is not None else None
-    line += f", Bayes-optimal {floor:.3f})" if floor is not None else ")"
+    if floor is not None:
+        line = line[:-1] + ", and never below the Bayes-optimal model's)"
     if not math.isfinite(ppl):
-        raise CheckFailed(f"{line}. An infinite perplexity means some held-out word got probability 0: smooth the model.")
+        raise CheckFailed(f"{line}: infinite. An infinite perplexity means some held-out word got probability 0: "
+                          "smooth the model.")
     if floor is not None and ppl < floor * (1 - FLOOR_SLACK):
-        raise CheckFailed(f"{line}. This is below the entropy floor of the language: the model must be seeing "
-                          "the tokens it predicts. No points.")
+        raise CheckFailed(f"{line}: below the entropy floor of the language (the Bayes-optimal model's). The model "
+                          "must be seeing the tokens it predicts. No points.")
     r, se = log_ratio(plan, logprobs, staff_logprobs)
     v, se_v = log_ratio(validation_plan, validation_logprobs, staff_validation_logprobs)
     se_both = math.hypot(se, se_v)
     if r + Z * se < math.log(BELOW_REFERENCE):
-        raise CheckFailed(f"{line}. That is implausibly far below the staff model (correct models stay above "
+        raise CheckFailed(f"{line}: implausibly far below the staff model's (correct models stay above "
                           f"{BELOW_REFERENCE} of it): the model must have seen the held-out text. No points.")
     if (r - v) + Z * se_both < math.log(BELOW_VALIDATION):
-        raise CheckFailed(f"{line}; on validation it is {math.exp(v):.3f} x the staff model's perplexity. Doing so "
-                          "much better on held-out text than on the validation text it was tuned on means the model "
-                          "has seen the held-out text. No points.")
+        raise CheckFailed(f"{line}: far better on held-out text than on the validation text the model was tuned "
+                          "on, which means the model has seen the held-out text. No points.")
     close = (abs(r - math.log(1 + PPL_MARGIN)) < Z * se or r - Z * se < math.log(BELOW_REFERENCE)
              or (r - v) - Z * se_both < math.log(BELOW_VALIDATION))
     if close and not last:
         return False
     if r > math.log(1 + PPL_MARGIN):
-        raise CheckFailed(f"{line}. The model predicts held-out text worse than expected.")
-    t.note(line)
+        raise CheckFailed(f"{line}: above the threshold. The model predicts held-out text worse than expected; "
+                          "measure its perplexity on your validation text to improve it.")
+    t.note(f"{line}: within the threshold.")
     return True
 
 
@@ -675,9 +697,10 @@ def shakespeare_heldout(t):
                     batch=8, rng=rng)
     for m in ROUNDS:
         plan, validation_plan = plans[0].prefix(m), plans[1].prefix(m // 2)
+        # validation first: until the model sees held-out text, a failure can name the context and figures
+        validation_logprobs = scorer.logprobs(validation, validation_plan, held_out=False)
         if judge(t, f"Your order-{n} model on the test plays", plan, scorer.logprobs(test, plan, held_out=True),
-                 [reference["test"][s][i] for s, i in plan.positions], validation_plan,
-                 scorer.logprobs(validation, validation_plan, held_out=False),
+                 [reference["test"][s][i] for s, i in plan.positions], validation_plan, validation_logprobs,
                  [reference["validation"][s][i] for s, i in validation_plan.positions], last=m == ROUNDS[-1]):
             break
 
@@ -696,7 +719,8 @@ def synthetic_floor(t):
     assert_prob_logprob_agree(lm, pairs, "build_model's model")
     scorer = Scorer(t, lm, n, words, "build_model's model on synthetic text: prob(w, context) for w in "
                     "build_vocab(train, 1)", batch=64, rng=rng)
-    student = [scorer.logprobs(text, plan, held_out=text is heldout) for text, plan in zip((heldout, validation), plans)]
+    validation_logprobs = scorer.logprobs(validation, plans[1], held_out=False)  # first: its failures are shown
+    student = [scorer.logprobs(heldout, plans[0], held_out=True), validation_logprobs]
     staff_model = t.ref.build_model(train, validation)
     staff = [[staff_model.logprob(target_at(text[s], i), context_at(text[s], i, staff_model.n)) for s, i in plan.positions]
              for text, plan in zip((heldout, validation), plans)]
