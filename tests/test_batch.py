@@ -448,8 +448,8 @@ def tokenize(line):
     assert json.loads((out / ".lmgrade" / "records" / "good.json").read_text())["report"]["results"][0]["score"] == 1.0
     for name in ("looper", "exiter", "bomber", "reader", "tamperer"):
         assert grades[name]["total"] == lost(tiny, "tokenize"), (name, grades[name])  # tokenize's points lost, no more
-    # `sys.exit` at the end of a .py runs at load outside the graded-code subset: nothing graded, and said why
-    assert grades["leaver"]["total"] == "0" and "Not graded" in (out / "feedback" / "leaver.txt").read_text()
+    # `import sys; sys.exit(...)` at the end of a .py is outside the graded-code subset: not run, and said where
+    assert grades["leaver"]["total"] == points(tiny) and "Not run: `sys`" in (out / "feedback" / "leaver.txt").read_text()
     assert grades["broken"]["total"] == "0" and "not valid JSON" in (out / "feedback" / "broken.txt").read_text()
     # killing the grader needs `os`, outside the graded-code subset: refused before it runs, like the others
     assert grades["killer"]["total"] == lost(tiny, "tokenize") and result.errors == []

@@ -29,9 +29,7 @@ def withheld(*sources, assignment=ATTENTION) -> set[str]:
     """The names whose checks get no points, as the runner decides: a banned use or a refused construct."""
     found = set(tainted(*sources, assignment=assignment))
     refused = policy.refused(cells(*sources), assignment)
-    if policy.EVERYTHING in refused:
-        return {"*"}
-    return found | set(refused)
+    return found | set(refused) - {policy.NOT_RUN}
 
 
 # (spelling, graded cells): `mha` must gain nothing, `clean` (in another cell) must keep its points.
@@ -117,17 +115,19 @@ SPELLINGS = {
         "import torch.nn.functional as F\ndef mha(x):\n    'padding'\n    msg = 'call F.scaled_dot_product_attention'\n"
         "    return getattr(F, msg.split('.')[-1])(x, x, x)"),
 }
-# Code outside the subset that runs while the cells load (a star import, `globals()` at the top
-# level) can rebind any name: it costs every check.
-COSTS_EVERYTHING = {"star import then the bare name", "star import after the student's own definition",
-                    "globals() written at the top level"}
+# Code outside the subset that would run while the cells load (a star import, `globals()` at the top
+# level) is not run: it costs the names it could bind, and `mha`, which reads one of them.
+NOT_RUN = {"star import then the bare name", "star import after the student's own definition",
+           "globals() written at the top level"}
 
 
 @pytest.mark.parametrize("spelling", sorted(SPELLINGS))
 def test_no_spelling_of_a_banned_routine_gains_anything(spelling):
     lost = withheld(SPELLINGS[spelling], CLEAN)
-    assert "mha" in lost or "*" in lost, f"{spelling}: not caught"
-    assert ("*" in lost) == (spelling in COSTS_EVERYTHING), lost
+    assert "mha" in lost, f"{spelling}: not caught"
+    refused = policy.refused(cells(SPELLINGS[spelling], CLEAN), ATTENTION)
+    not_run = [u for u in refused.get(policy.NOT_RUN, []) if not str(u).endswith("this import was not run)")]
+    assert bool(not_run) == (spelling in NOT_RUN), refused
     assert "clean" not in lost
 
 

@@ -106,7 +106,7 @@ ATTACKS = {
                                       "`from autograder.sandbox.worker import Worker`"),
     "type(x).__mro__": ("def mha(x):\n    return type(x).__mro__[-1]", "`type(x).__mro__`"),
     "().__class__.__base__.__subclasses__()": (
-        "def mha(x):\n    return ().__class__.__base__.__subclasses__()", "`().__class__`"),
+        "def mha(x):\n    return ().__class__.__base__.__subclasses__()", "`().__class__.__base__`"),
     "eval": ("import torch\ndef mha(x):\n    return eval('torch.l' + 'stm')(x)", "`eval`"),
     "exec": ("def mha(x):\n    exec('y = 1')\n    return x", "makes or loads code"),
     "compile": ("def mha(x):\n    return compile('1', 'f', 'eval')", "`compile`"),
@@ -115,7 +115,33 @@ ATTACKS = {
     "globals() in a function": ("def mha(x):\n    return globals()['clean'](x)", "`globals`"),
     "getattr passed as a value": ("import functools\ndef mha(x, path):\n    return functools.reduce(getattr, path, x)",
                                   "`getattr`"),
-    "a getattr of a double-underscore literal": ("def mha(x):\n    return getattr(x, '__class__')", "__class__"),
+    "a getattr of a double-underscore literal": ("def mha(x):\n    return getattr(x, '__dict__')", "__dict__"),
+    "setattr on self with a computed name": (
+        "class mha:\n    def __init__(self, names):\n        for name in names:\n            setattr(self, name, 0)",
+        "`setattr`"),
+    "setattr on self with a double-underscore name from a literal loop": (
+        "class mha:\n    def __init__(self):\n        for name in ('__class__',):\n            setattr(self, name, int)",
+        "`setattr`"),
+    "getattr on self with a loop name rebound": (
+        "class mha:\n    def f(self, k):\n        for name in ('a', 'b'):\n            name = k\n"
+        "            return getattr(self, name)", "literal name"),
+    "setattr on another object with literal names": (
+        "import torch\ndef mha(x):\n    for name in ('softmax',):\n        setattr(torch, name, x)", "`setattr`"),
+    "a class patched through __class__": ("def mha(x):\n    x.__class__.softmax = lambda s, d: s\n    return x",
+                                          "changes a library"),
+    "a library class stored in an attribute, then patched": (
+        "from torch import nn\nclass mha:\n    def __init__(self):\n        self.kind = nn.Linear\n"
+        "    def f(self):\n        self.kind.forward = lambda s, x: x", "`.kind` holds a library object"),
+    "__name__ written": ("from torch import nn\ndef mha(x):\n    nn.Linear.__name__ = 'x'\n    return x",
+                         "double-underscore"),
+    "operator.attrgetter": ("import operator, torch\ndef mha(x):\n    return operator.attrgetter('lstm')(torch)(x)",
+                            "`operator.attrgetter`"),
+    "a match class pattern reading __globals__": (
+        "import torch\ndef mha(f, x):\n    match f:\n        case object(__globals__=ns):\n            return ns\n",
+        "`object(__globals__=...)`"),
+    "operator.setitem into a library": (
+        "import operator, torch\ndef mha(x):\n    operator.setitem(torch.nn.functional.__all__, 0, x)\n    return x",
+        "`operator.setitem`"),
     "a module held in a variable": ("import torch\ndef mha(x):\n    m = torch.nn\n    return m.LSTM(3, 4)(x)",
                                     "a module is used only as `module.name`"),
     "a module passed to a helper": ("import torch\ndef get(m):\n    return m.lstm\ndef mha(x):\n    return get(torch)(x)",
@@ -168,7 +194,8 @@ COSTS_TORCH_USERS = {"assigning torch.softmax"}
 def test_attacks_are_refused_with_a_clear_message(attack):
     source, said = ATTACKS[attack]
     found = refused(CLEAN, source)
-    assert "mha" in found and policy.EVERYTHING not in found, found
+    assert "mha" in found, found
+    assert all(str(u).endswith("this import was not run)") for u in found.get(policy.NOT_RUN, [])), found
     assert ("clean" in found) == (attack in COSTS_TORCH_USERS), found
     message = str(found["mha"][0])
     assert said in message and "graded cell 2, line " in message, message
@@ -178,21 +205,56 @@ def test_attacks_are_refused_with_a_clear_message(attack):
         assert policy.withheld(CheckSpec(name="y", question="1", points=1.0, title="y", uses=("clean",)), found) is None
 
 
-@pytest.mark.parametrize("source", [
-    "import torch\ntorch.softmax = lambda *a, **k: 0\ndef mha(x):\n    return x",
-    "from torch.nn.functional import *\ndef mha(x):\n    return x",
-    "def setup():\n    exec('import os')\nsetup()\ndef mha(x):\n    return x",
-    "import torch\n@torch.jit.script\ndef mha(x):\n    return x",
-    "class Meta(type):\n    pass\nclass mha(metaclass=Meta):\n    pass",
-    "def __getattr__(name):\n    return name",
-    "class mha:\n    attrs = vars()\n",
-    "import os\nHOME = os.getcwd()\ndef mha(x):\n    return x",
-])
-def test_code_outside_the_subset_that_runs_at_load_costs_every_check(source):
+# (graded cell 2, the line not run, the names that lose their checks): a statement outside the subset
+# that would run while the cells load is not run; the rest of its cell loads and `clean` keeps its points.
+NOT_RUN_AT_LOAD = {
+    "a library patched at the top level": (
+        "import torch\ntorch.softmax = lambda *a, **k: 0\ndef mha(x):\n    return x", 2, set()),
+    "a star import": ("from torch.nn.functional import *\ndef mha(x):\n    return scaled_dot_product_attention(x, x, x)",
+                      1, {"mha", "scaled_dot_product_attention"}),
+    "a call of refused code": ("def setup():\n    exec('import os')\nsetup()\ndef mha(x):\n    return x", 3, {"setup"}),
+    "a refused decorator": ("import torch\n@torch.jit.script\ndef mha(x):\n    return x", 2, {"mha"}),
+    "a metaclass": ("class Meta(type):\n    pass\nclass mha(metaclass=Meta):\n    pass", 3, {"mha", "Meta"}),
+    "a module's __getattr__": ("def __getattr__(name):\n    return name\ndef mha(x):\n    return x", 1,
+                               {"__getattr__"}),
+    "vars() in a class body": ("class mha:\n    attrs = vars()\n", 2, {"mha"}),
+    "a refused import used at load": ("import os\nHOME = os.getcwd()\ndef mha(x):\n    return x", 2, {"os", "HOME"}),
+    "globals() written": ("globals()['mha'] = len\ndef other(x):\n    return mha(x)", 1, {"mha", "other"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_RUN_AT_LOAD))
+def test_code_outside_the_subset_that_runs_at_load_is_not_run_and_costs_only_its_names(case):
+    source, line, names = NOT_RUN_AT_LOAD[case]
     found = refused(CLEAN, source)
-    assert policy.EVERYTHING in found, found
-    spec = CheckSpec(name="y", question="1", points=1.0, title="y", uses=("clean",))
-    assert "no check is graded" in policy.withheld(spec, found)
+    assert set(found) - {policy.NOT_RUN} == names, found
+    (named,) = [use for use in found[policy.NOT_RUN] if use.line == line]
+    assert str(named).startswith(f"`") and f"(graded cell 2, line {line}: " in str(named)
+    assert str(named).endswith("this statement was not run)"), named
+    assert policy.withheld(CheckSpec(name="y", question="1", points=1.0, title="y", uses=("clean",)), found) is None
+    loaded = policy.loadable(cells(CLEAN, source), assignments.get("attention"))
+    assert loaded[0].source == CLEAN
+    lines = loaded[1].source.split("\n")
+    assert len(lines) == len(source.split("\n")) and any(
+        lines[i].startswith("pass  # not run") for i in range(line))  # the statement holding that line
+    compile(loaded[1].source, "cell", "exec")  # the rest of the cell still loads
+
+
+def test_a_cell_loads_around_the_statements_not_run():
+    """Only the refused statement (and what needs its names at load) is left out; the rest runs, on its lines."""
+    source = "import os, math\nX = math.pi\nHOME = os.getcwd()\nY = X * 2; Z = HOME\nW = 'é'; eval('1')\nV = 5"
+    (cell,) = policy.loadable(cells(source), assignments.get("attention"))
+    names = {}
+    exec(cell.source, names)  # noqa: S102 - what the worker would run: nothing refused is left in it
+    assert {"math", "X", "Y", "W", "V"} <= set(names) and not {"os", "HOME", "Z"} & set(names)
+    assert cell.source.split("\n")[4] == "W = 'é'; pass  # not run: outside what graded code may contain"
+    found = refused(source)
+    assert set(found) - {policy.NOT_RUN} == {"os", "HOME", "Z"}
+    assert [str(u).split(":")[0] for u in found[policy.NOT_RUN]] == [
+        "`import os` (graded cell 1, line 1", "`os` (graded cell 1, line 3", "`HOME` (graded cell 1, line 4",
+        "`eval` (graded cell 1, line 5"]
+    assert str(found[policy.NOT_RUN][0]).endswith("this import was not run)")
+    assert policy.loadable(cells(source), assignments.get("attention"), {"x": []}) == cells(source)  # policy off
 
 
 def test_referring_to_refused_code_at_load_without_running_it_costs_only_the_referrer():
@@ -212,7 +274,7 @@ def test_a_violation_costs_its_function_what_calls_it_and_what_needs_it():
 
 def test_a_disallowed_import_costs_only_the_names_it_binds():
     found = refused("import os, torch\ndef uses_os():\n    return os.getcwd()\ndef fine(x):\n    return torch.tanh(x)")
-    assert set(found) == {"os", "uses_os"}
+    assert set(found) == {"os", "uses_os", policy.NOT_RUN}
     assert str(found["os"][0]).startswith("`import os` (graded cell 1, line 1: graded cells may import only ")
 
 

@@ -500,8 +500,9 @@ def test_blame_in_a_one_question_run_names_no_function_whose_own_checks_did_not_
     assert "`norm`" not in results[1].output and "`model` (Q2) fails its own checks" in results[1].output
 
 
-def test_graded_code_that_reaches_the_engine_loses_the_device_checks(tmp_path):
-    """Replacing `Worker.op_meta` to hide a hard-coded device keeps no point that relies on the probe."""
+def test_graded_code_that_reaches_the_engine_is_not_run(tmp_path):
+    """Replacing `Worker.op_meta` to hide a hard-coded device: the statements that would do it, at load,
+    are outside the graded-code subset and are not run, so the probe sees the student's own code."""
     from autograder.authoring import assignments
     from tests.helpers import solution_text
     attention = assignments.get("attention")
@@ -512,9 +513,10 @@ def test_graded_code_that_reaches_the_engine_loses_the_device_checks(tmp_path):
     probed = {fn.__name__ for fn in attention.checks() if fn.lmgrade_check.question == "7"
               and "assert_device_agnostic" in inspect.getsource(fn)}
     assert all(r.passed for r in honest.results) and probed
-    lost = {r.name for r in report.results if not r.passed and  # refused by the policy, or by the engine scan
-            ("Not graded" in r.output or "reaches into the grader's own code" in r.output)}
-    assert probed <= lost and report.score < honest.score
+    assert {r.name for r in report.results if r.passed} == {r.name for r in honest.results if r.passed}
+    not_run = [note for note in report.notes if note.startswith("Not run: ")]
+    assert [note.split(" (")[0] for note in not_run] == [
+        "Not run: `import sys`", "Not run: `sys`", "Not run: `_W.op_meta`"]
 
 
 SEAL_CHECKS = '''

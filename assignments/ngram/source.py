@@ -37,14 +37,16 @@
 #
 # **Graded code is plain Python the grader can read.** Graded cells may import only `math`,
 # `random`, `re`, `string`, `unicodedata`, `collections`, `itertools`, `functools`, `heapq`,
-# `bisect`, `fractions`, `typing`, `dataclasses`, `warnings` and `numpy`. No reflection (`getattr`
-# and `hasattr` only with a literal name; no `setattr`, `vars`, `globals`, `__dict__`, `__class__`
-# or other double-underscore names beyond `__init__`, `__len__`, `__getitem__` and the like), no
-# code made or loaded at run time (`eval`, `exec`, `pickle`, `np.load`, ...), no private names of a
-# library (a leading `_`), and no changing a library (`math.log = ...`). The grader reads your
-# graded cells before it runs anything and does not grade a check whose code breaks these rules (no
-# check at all if the code runs when the cells load); getting round them counts as not attempting
-# the question.
+# `bisect`, `fractions`, `operator`, `enum`, `typing`, `dataclasses`, `warnings` and `numpy`.
+# Ordinary Python is welcome (classes, dataclasses, enums, `functools.partial`, `operator.mul`,
+# `getattr`/`hasattr` with a literal name, `setattr(self, name, ...)` in a method looping over
+# literal names, `type(self).__name__`). Not allowed: other reflection (`vars`, `globals`,
+# `__dict__` and double-underscore names beyond `__init__`, `__repr__`, `__name__` and the like),
+# code made or loaded at run time (`eval`, `exec`, `pickle`, `np.load`, ...), private names of a
+# library (a leading `_`), and changing a library (`math.log = ...`). The grader reads your graded
+# cells before it runs anything: a check whose code breaks these rules is not graded, and a
+# statement that breaks them while the cells load is not run and costs only the checks of the names
+# it touches; getting round them counts as not attempting the question.
 #
 # **Public checks.** Save the notebook first (the checker reads the saved file), then run the cell
 # below. You can run it any time: it tells you which public checks pass and, for those that fail,

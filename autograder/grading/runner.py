@@ -125,8 +125,10 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
             student = Student(box, timeout=limits.call_timeout,
                               explain_missing=lambda name: _explain_missing(name, sub, box),
                               explain_name_error=lambda msg: _explain_name_error(msg, sub))
-            refused = policy.refused(sub.cells, assignment)  # outside the subset the grader can read
             student.transcript = transcript
+            refused = policy.refused(sub.cells, assignment)  # outside the subset the grader can read
+            box.cells = [c.wire() for c in policy.loadable(sub.cells, assignment, refused)]  # before any request
+            report.notes += [f"Not run: {use}" for use in refused.get(policy.NOT_RUN, [])]
             tainted = forbidden.tainted_names(sub.cells, assignment.forbidden)
             reaches = [use for uses in forbidden.tainted_names(sub.cells, forbidden.ENGINE_NAMES).values()
                        for use in uses]

@@ -343,7 +343,7 @@ def spread(program: Program, uses_of: list[list], owners_of: list | None = None)
     and to every global a tainted function changes (`_impl.append(...)`), until nothing changes.
     """
     stmts = [stmt for _, stmt in program.stmts]
-    bound_by = [_bound_names(stmt) for stmt in stmts]
+    bound_by = [bound_names(stmt) for stmt in stmts]
     student_names = set().union(*bound_by)
     is_import = [isinstance(stmt, (ast.Import, ast.ImportFrom)) for stmt in stmts]
     imports_only = set().union(*(b for b, i in zip(bound_by, is_import) if i)) - set().union(
@@ -391,7 +391,7 @@ def _root(node: ast.AST) -> ast.AST:
     return node
 
 
-def _bound_names(stmt: ast.stmt) -> set[str]:
+def bound_names(stmt: ast.stmt) -> set[str]:
     """Module-level names a top-level statement (re)binds or changes, wherever it nests them.
 
     Includes the root of attribute and item assignments (`Cls.forward = ...` changes `Cls`) and names

@@ -3,49 +3,69 @@
 Why an allowlist: a list of banned spellings loses to the next spelling (a computed `getattr` on a
 loop variable, a `__subclasses__()` walk, `f.__globals__`, a marshalled code object,
 `pickle.loads`, `__builtins__["getattr"]` all earned points). Here the grader refuses what it
-cannot read, so that the names it resolves (autograder.sandbox.forbidden) are all the code can reach:
+cannot read, so that the names it resolves (autograder.sandbox.forbidden) are all the code can reach.
+The subset is about readability, and generous: ordinary Python (`enum`, `operator`, `dataclasses`,
+`functools`, a dtype or a device kept in `self.`, `type(self).__name__`, `__constants__`) is inside.
 
-* no reflection: `getattr`/`hasattr` only with a literal name, no `setattr`, `delattr`, `vars`,
-  `globals`, `locals`, `dir`, no double-underscore names beyond the data-model methods in
-  `DUNDERS`, no frames or code objects, no metaclasses;
+* no reflection: `getattr`/`hasattr` only with a literal name, `setattr`/`getattr`/`hasattr` on a
+  method's own `self` with a literal name or a loop over literal names (the same code as
+  `self.w_q = ...` written out), no other `setattr`, no `delattr`, `vars`, `globals`, `locals`,
+  `dir`, `operator.attrgetter`/`methodcaller`/`setitem`/`delitem`; no double-underscore names
+  beyond the data-model methods in `DUNDERS`, read-only `DESCRIBING` ones (`__name__`,
+  `__class__`, ...); no frames or code objects, no metaclasses;
 * no code made or loaded at run time: `eval`, `exec`, `compile`, `__import__`, the library routes
   from data to code (`torch.load`, `torch.jit`, `np.load`, ...: `RUNTIME_MODULES`,
   `RUNTIME_ROUTINES`), a library's private names (`torch._C`, `torch._VF`, `F._in_projection`), or
   a module a library imported for itself (`torch.os`);
 * no patching: nothing is assigned into an imported module or a library class (`torch.x = ...`,
-  `nn.Module.__call__ = ...`, `C = nn.Linear; C.forward = ...`), and a module is used only as
-  `module.name` (never stored, passed or returned, so no name can hide one);
+  `nn.Module.__call__ = ...`, `C = nn.Linear; C.forward = ...`, `self.kind = nn.Linear;
+  self.kind.forward = ...`), and a module is used only as `module.name` (never stored, passed or
+  returned, so no name can hide one). An object's own attributes are its own: `self.dtype =
+  torch.float32` makes `self` no alias of a library;
 * imports only from `BASE_IMPORTS`, torch where the assignment runs torch, and the assignment's
   own `imports = [...]` in meta.toml; the grader's own `autograder` never.
 
 What a violation costs (`refused`): the top-level names whose code holds it, and every name that
 refers to them or is changed by them (forbidden.spread); a check whose `uses` or `needs` holds one
-of them is not graded (`withheld`), so refused code never runs in a check. Code that runs while
-the cells load (top-level statements, class bodies, decorators, defaults) and holds a violation,
-calls refused code or touches a disallowed import could change anything before any check, so it
-costs every check (`EVERYTHING`). A disallowed import costs only the names it binds. The starter
-states the rules; getting round them counts as not attempting the question.
+of them is not graded (`withheld`), so refused code never runs in a check. Code that would run
+while the cells load (a top-level statement, a class body, a decorator, a default) and holds a
+violation, calls refused code or needs a name left unbound is not run at all: `loadable` gives the
+worker the cells with that top-level statement replaced by `pass` on the same lines, so the rest of
+its cell loads, and the statement costs only the names it binds, changes or uses (a star import or
+`globals()`: the names it could bind). A disallowed import is left out of its statement and costs
+the names it binds. Nothing at load zeroes a whole notebook; each statement not run is reported
+(`NOT_RUN`) with its cell and line. The starter states the rules; getting round them counts as
+not attempting the question.
+
+What is not relaxed, and why: the text rules stay wherever they are the only layer that sees the
+code (assignment into a library module or class, a module used as a value, names resolved for the
+banned-routine scan), and wherever a refusal gives a clear early message. The run-time guard of
+the worker (CPython audit hooks, torch's dispatcher; issue 30) is a second layer under these
+rules, not a replacement of any of them here: every relaxation above is of code the grader can
+read as it is written.
 
 Known limit: a library class handed to a parameter of the student's own function and patched
 there (`def f(c): c.forward = ...`, `f(nn.Linear)`) is not seen; the patch rule sees modules,
-library paths, `type(...)`/`.mro()` results and names bound from them.
+library paths, `type(...)`/`.__class__`/`.mro()` results and names or attributes bound from them.
 """
 from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import functools
 import importlib
 import types
 import warnings
 
 from autograder.sandbox.extract import Cell
-from autograder.sandbox.forbidden import Program, Use, import_binding, import_paths, label, literal_getattr, spread
+from autograder.sandbox.forbidden import (Program, Use, bound_names, import_binding, import_paths, label, literal_getattr,
+                                          spread)
 
-EVERYTHING = "*"  # key of `refused` when code that runs at load is outside the subset: every check is withheld
+NOT_RUN = "<not run>"  # key of `refused`: the statements the worker does not run (never a student's name)
 
 BASE_IMPORTS = frozenset({"numpy", "math", "collections", "itertools", "functools", "typing", "dataclasses",
-                          "warnings"})
+                          "warnings", "enum", "operator"})
 FUTURE = "__future__"  # `from __future__ import annotations`: compiler switches, always allowed
 TORCH = "torch"  # importable where the worker runs torch (meta.toml `uses_torch`)
 
@@ -55,10 +75,20 @@ DUNDERS = frozenset({
     "__contains__", "__iter__", "__next__", "__reversed__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__",
     "__ge__", "__hash__", "__bool__", "__enter__", "__exit__", "__post_init__", "__slots__", "__missing__",
     "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__matmul__", "__truediv__",
-    "__neg__", "__float__", "__int__", "__index__",
+    "__neg__", "__float__", "__int__", "__index__", "__pos__", "__abs__", "__invert__", "__floordiv__", "__mod__",
+    "__pow__", "__rtruediv__", "__rmatmul__", "__iadd__", "__isub__", "__imul__", "__format__",
+    "__constants__", "__match_args__", "__all__",  # plain class or module attributes (`__constants__ = ["eps"]`)
 })
+# Double-underscore attributes that only describe an object (strings, or its class, as `type(x)` gives it):
+# readable anywhere (`type(self).__name__` in a `__repr__`, `print(LayerNorm.__name__)`), never written.
+DESCRIBING = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__class__"})
 REFLECTION = frozenset({"getattr", "hasattr", "setattr", "delattr", "vars", "globals", "locals", "dir",
                         "breakpoint", "help"})  # help("x") imports module x
+# Reflection on a method's own instance with names the grader can read (a literal, or a loop over
+# literal names: `for name in ("w_q", "w_k"): setattr(self, name, nn.Linear(d, d))`): it is the
+# same code as `self.w_q = ...` written out. Built-in -> the argument counts allowed.
+SELF_REFLECTION = {"setattr": (3,), "getattr": (2, 3), "hasattr": (2,)}
+NAMESPACES = frozenset({"globals", "locals", "vars", "setattr", "delattr"})  # can bind any name
 MAKES_CODE = frozenset({"eval", "exec", "compile", "__import__"})
 MODULE_NAME = "__name__"  # the bare name (`if __name__ == "__main__":`) is only a string
 FRAME_ATTRS = frozenset({"f_back", "f_builtins", "f_code", "f_globals", "f_locals", "gi_frame", "gi_code",
@@ -82,19 +112,28 @@ RUNTIME_ROUTINES = frozenset({
 # is not the student's (`dataclass(nn.Linear)` rewrites `nn.Linear.__init__`).
 GLOBAL_REGISTRIES = frozenset({"register", "register_kl"})
 CLASS_REWRITERS = frozenset({"dataclasses.dataclass", "functools.total_ordering"})
+# `operator` routines that are reflection or assignment in disguise (a name looked up from a string,
+# an item written into whatever object is passed): the rest of `operator` (`mul`, `add`, `itemgetter`)
+# is ordinary.
+OPERATOR_REFLECTION = frozenset({"operator.attrgetter", "operator.methodcaller", "operator.setitem",
+                                 "operator.delitem"})
 MAX_CHAIN = 24  # attribute steps into a library the grader follows
 _MISSING = object()
 
 WHY = {
     "reflection": "reflection (looking names up or rewriting namespaces at run time) is not allowed in graded "
-                  "cells; write the attribute or the name itself (`obj.weight = ...`), or keep several in a list "
-                  "or a dict",
-    "getattr": "`getattr`/`hasattr` is allowed only with a literal name (`getattr(obj, \"weight\", None)`); "
-               "write the attribute itself",
+                  "cells; write the attribute or the name itself (`obj.weight = ...`), keep several in a list "
+                  "or a dict, or, in a method, loop over literal names (`for name in (\"w_q\", \"w_k\"): "
+                  "setattr(self, name, ...)`)",
+    "getattr": "`getattr`/`hasattr` is allowed with a literal name (`getattr(obj, \"weight\", None)`), or on "
+               "`self` with a loop over literal names; write the attribute itself",
     "dunder": "double-underscore names are reflection, except the data-model methods (`__init__`, `__call__`, "
-              "`__len__`, `__getitem__`, `__iter__`, `__repr__`, ...); write the operation itself (`len(x)`, "
-              "`x[i]`, `type(x)`, `isinstance(x, C)`, `super().__init__()`)",
+              "`__len__`, `__getitem__`, `__iter__`, `__repr__`, ...) and reading `__name__`, `__qualname__`, "
+              "`__doc__`, `__module__`, `__class__`; write the operation itself (`len(x)`, `x[i]`, `type(x)`, "
+              "`isinstance(x, C)`, `super().__init__()`)",
     "frame": "frames and code objects are reflection; pass values as arguments instead",
+    "operator": "looks a name up from a string or writes into the object passed; write the attribute "
+                "(`obj.weight`), the call or the assignment itself",
     "runtime": "makes or loads code at run time; write the code itself in the graded cell",
     "private": "a library's private names (a leading underscore) are not part of its API; use the public "
                "function",
@@ -119,46 +158,160 @@ def allowed_imports(assignment) -> frozenset[str]:
 
 
 def refused(cells: list[Cell], assignment) -> dict[str, list[Use]]:
-    """Top-level name -> the violations it holds or reaches; `EVERYTHING` when code run at load does."""
-    allowed = allowed_imports(assignment)
+    """Top-level name -> the violations it holds or reaches; under `NOT_RUN`, the top-level statements
+    the worker does not run (see `loadable`)."""
+    result, dropped, stripped = _judge(cells, assignment)
+    result = {name: list(uses) for name, uses in result.items()}
+    if dropped or stripped:
+        result[NOT_RUN] = sorted([*dropped.values(), *(use for _, use in stripped.values())],
+                                 key=lambda use: (use.cell, use.line))
+    return result
+
+
+def loadable(cells: list[Cell], assignment, refused_names: dict | None = None) -> list[Cell]:
+    """The cells as the worker runs them: each top-level statement outside the subset that would run
+    while the cells load is replaced by `pass` (an import, by the import of its allowed names), on the
+    same lines, so the rest of its cell loads and every line number stays the student's.
+
+    `refused_names`: what `refused` gave for these cells; where it reports nothing not run (as
+    tests of the layers beneath the policy arrange), the cells are left as they are."""
+    if refused_names is not None and NOT_RUN not in refused_names:
+        return list(cells)
+    _, dropped, stripped = _judge(cells, assignment)
     program = Program.of(cells)
-    check = _Checker(program, frozenset(allowed))
-    uses_of, owners_of, everything, imported = [], [], [], set()
-    for cell, stmt in program.stmts:
-        found, owners = [], None
+    edits: dict[int, list] = {}
+    for index, (cell, stmt) in enumerate(program.stmts):
+        if index in dropped or index in stripped:
+            kept = [a for a in stmt.names if a not in stripped[index][0]] if index in stripped else []
+            text = ast.unparse(type(stmt)(**{**{f: getattr(stmt, f) for f in stmt._fields}, "names": kept})) \
+                if kept else "pass"
+            note = "not run" if index in dropped else "left out: " + ", ".join(a.name for a in stripped[index][0])
+            edits.setdefault(cell, []).append((stmt, text, f"  # {note}: outside what graded code may contain"))
+    out = []
+    for cell in cells:
+        lines = cell.source.split("\n")
+        for stmt, text, note in sorted(edits.get(cell.number, []), key=lambda e: -e[0].lineno):  # from the end
+            first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
+            start = 0 if first < stmt.lineno else stmt.col_offset  # offsets count UTF-8 bytes
+            head = lines[first - 1].encode()[:start].decode()
+            tail = lines[stmt.end_lineno - 1].encode()[stmt.end_col_offset:].decode()
+            note = "" if tail.strip() else note
+            lines[first - 1:stmt.end_lineno] = [head + text + tail + note] + [""] * (stmt.end_lineno - first)
+        out.append(dataclasses.replace(cell, source="\n".join(lines)) if cell.number in edits else cell)
+    return out
+
+
+_JUDGED: tuple | None = None  # (key, verdict) of the last submission judged: `refused` and `loadable` share it
+
+
+def _judge(cells: list[Cell], assignment):
+    """(refused names, {statement index: why} not run, {statement index: (import aliases left out, why)})."""
+    global _JUDGED
+    key = (tuple((c.number, c.source) for c in cells), allowed_imports(assignment))
+    if _JUDGED is None or _JUDGED[0] != key:
+        _JUDGED = (key, _verdict(cells, frozenset(key[1])))
+    return _JUDGED[1]
+
+
+def _verdict(cells: list[Cell], allowed: frozenset[str]):
+    """See `_judge`. A violation inside a function costs that function and what reaches it. A top-level
+    statement that would run outside the subset while the cells load (a decorator, a class body, a
+    default, code at the top level, or a call of refused code) is not run at all; it costs the names
+    it binds, changes or uses (not the libraries it names: it changed none), and, if it could bind any
+    name (a star import, `globals()`), the names nothing else binds. A disallowed import is left out
+    of its statement and costs the names it binds."""
+    program = Program.of(cells)
+    check = _Checker(program, allowed)
+    stmts = program.stmts
+    bound_by = [bound_names(stmt) for _, stmt in stmts]
+    library = {name for name, paths in program.module.bindings.items() if None not in paths}  # only imports bind
+    unbound = {n.id for _, s in stmts for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+               and program.binding_scope(n) is None and not hasattr(builtins, n.id)}
+    uses_of, owners_of = [], []
+    dropped: dict[int, Use] = {}
+    stripped: dict[int, list] = {}
+
+    def drop(index, use):
+        dropped[index] = use
+        uses_of[index] = [use, *uses_of[index]]
+        owners_of[index] = _load_owners(program, stmts[index][1], bound_by[index], library, unbound)
+
+    for index, (cell, stmt) in enumerate(stmts):
+        found, owners, first = [], None, None
         for use, node, kind, binds in check.statement(stmt, cell):
+            found.append(use)
+            if kind == "import" and node is stmt:  # a top-level import: leave the alias out
+                owners = (owners or set()) | binds
+                aliases, first_use = stripped.get(index, ([], _not_run(use, "import")))
+                stripped[index] = (aliases + [a for a in stmt.names if import_binding(stmt, a)[0] in binds], first_use)
+                continue
             # a def runs its body when called; only a module's own `__getattr__`-like hooks act at load
             definition = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not (
                 _dunder(node.name) and program.scope_of[id(node)] is program.module)
-            if kind == "star" or (kind is None and program.at_load(node) and not definition):
-                everything.append(use)
-                continue
-            found.append(use)
-            if kind == "import" and node is stmt:  # a top-level import costs only the names it binds
-                owners = (owners or set()) | binds
-                imported |= binds
+            if first is None and (kind == "star" or program.at_load(node) and not definition):
+                first = use
         uses_of.append(found)
         owners_of.append(owners)
-    result = spread(program, uses_of, owners_of)
-    for cell, stmt in program.stmts:  # load-time code that calls refused code (or touches a refused import) runs it
-        called = _callee_roots(stmt)
-        for node in ast.walk(stmt):
-            if (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in result
-                    and (id(node) in called or node.id in imported)
-                    and program.at_load(node) and program.binding_scope(node) is program.module):
-                everything.append(Use(node.id, cell, node.lineno,
-                                      f"runs `{node.id}` while the cells load; `{node.id}` relies on {result[node.id][0]}"))
-    if everything:
-        result[EVERYTHING] = everything
-    return result
+        if first is not None:
+            drop(index, _not_run(first))
+    while True:
+        result = spread(program, uses_of, owners_of)
+        gone = set().union(*(_load_owners(program, stmts[i][1], bound_by[i], library, set()) & bound_by[i]
+                             for i in dropped))  # names the worker never binds
+        gone |= {import_binding(stmts[i][1], a)[0] for i, (aliases, _) in stripped.items() for a in aliases}
+        more = []
+        for index, (cell, stmt) in enumerate(stmts):  # load-time code that runs refused code, or needs a name not bound
+            if index in dropped:
+                continue
+            called = _callee_roots(stmt)
+            for node in ast.walk(stmt):
+                if (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
+                        and (id(node) in called and node.id in result or node.id in gone)
+                        and program.at_load(node) and program.binding_scope(node) is program.module):
+                    how = (f"runs `{node.id}` while the cells load" if id(node) in called and node.id in result
+                           else f"needs `{node.id}` while the cells load")
+                    why = f"`{node.id}` relies on {result[node.id][0]}" if node.id in result else \
+                        f"`{node.id}` is bound by a statement that was not run"
+                    more.append((index, Use(node.id, cell, node.lineno, f"{how}; {why}")))
+                    break
+        if not more:
+            return result, dropped, {i: a for i, a in stripped.items() if i not in dropped}
+        for index, use in more:
+            drop(index, _not_run(use))
+
+
+def _not_run(use: Use, what: str = "statement") -> Use:
+    return dataclasses.replace(use, how=f"{use.how}; this {what} was not run" if use.how else
+                               f"this {what} was not run")
+
+
+def _load_owners(program: Program, stmt: ast.stmt, bound: set[str], library: set[str], unbound: set[str]) -> set[str]:
+    """The names a top-level statement not run costs: those it binds or changes and the student's
+    names it uses; where it could bind any name (a star import, `globals()`, `vars()`), also the names
+    read that nothing binds (`unbound`)."""
+    owners = {n for n in (bound | program.global_names(stmt)) - library if n in program.module.bindings}
+    owners |= {import_binding(n, a)[0] for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))
+               for a in n.names if a.name != "*"}
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            owners |= unbound | (_exported(node.module or "") & set(program.module.bindings) - library)
+        elif isinstance(node, ast.Name) and node.id in NAMESPACES and program.is_builtin(node):
+            owners |= unbound
+    return owners
+
+
+def _exported(module: str) -> set[str]:
+    """The names `from module import *` binds, where the grader can tell (an allowed library module)."""
+    obj = _library_object(module) if module.split(".")[0] in BASE_IMPORTS | {TORCH} else _MISSING
+    if not isinstance(obj, types.ModuleType):
+        return set()
+    names = getattr(obj, "__all__", None)
+    return {n for n in names if isinstance(n, str)} if isinstance(names, (list, tuple)) else {
+        n for n in dir(obj) if not n.startswith("_")}
 
 
 def withheld(spec, refused_names: dict[str, list[Use]]) -> str | None:
     """Why a check is not graded, or None: it would run code outside what graded cells may contain."""
-    if EVERYTHING in refused_names:
-        return (f"Not graded: code that runs when your graded cells load is outside what graded code may "
-                f"contain: {refused_names[EVERYTHING][0]}. Graded cells must be plain Python the grader can read "
-                "(see the rules at the top of the notebook), so no check is graded.")
     for name in (*spec.uses, *spec.needs):
         if name in refused_names:
             return (f"Not graded: `{name}` relies on code outside what graded code may contain: "
@@ -242,10 +395,12 @@ def _step(path: str, allowed: frozenset[str]) -> tuple[str, str] | None:
         return "long", path
     if parent and _step(parent, allowed) is not None:
         return None
-    if last.startswith("_") and not (parent and last in DUNDERS):
+    if last.startswith("_") and not (parent and (last in DUNDERS or last in DESCRIBING)):
         return ("dunder", path) if _dunder(last) else ("private", path)
     if path in RUNTIME_MODULES or path in RUNTIME_ROUTINES:
         return "runtime", path
+    if path in OPERATOR_REFLECTION:
+        return "operator", path
     if parent and (last.startswith("register_module_") or last in GLOBAL_REGISTRIES):
         return "patch", path
     obj = _library_object(path)
@@ -280,6 +435,10 @@ class _Checker:
         self.bases: set[int] = set()  # nodes used as `node.attr` (or `getattr(node, "attr")`)
         self.literal_calls: set[int] = set()  # the `getattr` / `hasattr` of calls with a literal name
         self.aliases: set[tuple[int, str]] = set()  # (scope, name) bound to a library object, not a call of one
+        # attribute names given a library object (`self.kind = nn.Linear`): assigning into `x.kind.forward`
+        # is a patch. Only the bare names a statement binds are aliases: `self.dtype = torch.float32` makes
+        # `self` no library alias (an object's own attributes are its own; issue 31's false fail).
+        self.attribute_aliases: set[str] = set()
         nodes = [node for _, stmt in program.stmts for node in ast.walk(stmt)]
         for node in nodes:
             if isinstance(node, ast.Attribute):
@@ -289,9 +448,27 @@ class _Checker:
                 self.bases.add(id(node.args[0]))
         for node in nodes:
             self._note_alias(node)
+        self.own_calls: set[int] = set()  # `setattr`/`getattr`/`hasattr` on `self` with names the grader can read
+        sites = _binding_sites(program, nodes)
+        firsts = set()  # (id of scope, name) of every method's first parameter
+        for node in nodes:
+            if isinstance(node, ast.FunctionDef) and program.scope_of[id(node)].kind == "class" and (
+                    node.args.posonlyargs or node.args.args):
+                first = (node.args.posonlyargs or node.args.args)[0]
+                firsts.add((id(program.scope_of[id(first)]), first.arg))
+        for node in nodes:
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and program.is_builtin(node.func)
+                    and len(node.args) in SELF_REFLECTION.get(node.func.id, ()) and not node.keywords
+                    and not any(isinstance(a, ast.Starred) for a in node.args)
+                    and _own_instance(program, sites, firsts, node.args[0])
+                    and _readable_names(program, sites, node.args[1])):
+                self.own_calls.add(id(node.func))
+                self.bases.add(id(node.args[0]))
 
     def _class_of(self, node: ast.AST) -> bool:
-        """`type(x)` or `x.mro()`: a class got at run time, maybe a library's."""
+        """`type(x)`, `x.__class__` or `x.mro()`: a class got at run time, maybe a library's."""
+        if isinstance(node, ast.Attribute):
+            return node.attr == "__class__"
         return isinstance(node, ast.Call) and (self.program.is_builtin(node.func, "type") and len(node.args) == 1
                                                or isinstance(node.func, ast.Attribute) and node.func.attr == "mro")
 
@@ -318,8 +495,9 @@ class _Checker:
         for target, value in pairs:
             if not self._library_values(value):
                 continue
-            names = [target] if isinstance(target, ast.arg) else [n for n in ast.walk(target) if isinstance(n, ast.Name)]
-            for name in names:
+            for attribute in _attribute_targets(target):
+                self.attribute_aliases.add(attribute)
+            for name in _name_targets(target):
                 key = name.arg if isinstance(name, ast.arg) else name.id
                 scope = self.program.binding_scope(name)
                 if scope is not None:
@@ -352,7 +530,8 @@ class _Checker:
         elif isinstance(node, ast.Name):
             yield from self._name(node)
         elif isinstance(node, ast.Attribute):
-            if _dunder(node.attr) and node.attr not in DUNDERS:
+            if _dunder(node.attr) and node.attr not in DUNDERS and not (
+                    node.attr in DESCRIBING and isinstance(node.ctx, ast.Load)):
                 yield "dunder", label(node), WHY["dunder"]
             elif node.attr in FRAME_ATTRS:
                 yield "frame", label(node), WHY["frame"]
@@ -362,10 +541,16 @@ class _Checker:
                 yield from self._patch(node)
         elif isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load):
             yield from self._patch(node, aliases=False)
+        elif isinstance(node, ast.MatchClass):  # `case C(attr=...)` reads `attr`: the same rules as `x.attr`
+            for attr in node.kwd_attrs:
+                if _dunder(attr) and attr not in DUNDERS | DESCRIBING:
+                    yield "dunder", f"{label(node.cls)}({attr}=...)", WHY["dunder"]
+                elif attr in FRAME_ATTRS:
+                    yield "frame", f"{label(node.cls)}({attr}=...)", WHY["frame"]
         elif isinstance(node, ast.Call):
             name = literal_getattr(node)
             if name and id(node.func) in self.literal_calls:
-                if _dunder(name) and name not in DUNDERS:
+                if _dunder(name) and name not in DUNDERS | DESCRIBING:
                     yield "dunder", label(node), WHY["dunder"]
                 elif name in FRAME_ATTRS:
                     yield "frame", label(node), WHY["frame"]
@@ -383,7 +568,7 @@ class _Checker:
         if _dunder(node.id) and node.id not in DUNDERS and not (load and node.id == MODULE_NAME):
             yield "dunder", node.id, WHY["dunder"]
         elif load and node.id in REFLECTION | MAKES_CODE and self.program.is_builtin(node):
-            if id(node) not in self.literal_calls:
+            if id(node) not in self.literal_calls and id(node) not in self.own_calls:
                 kind = ("runtime" if node.id in MAKES_CODE else "getattr" if node.id in {"getattr", "hasattr"}
                         else "reflection")
                 yield kind, node.id, WHY[kind]
@@ -405,16 +590,17 @@ class _Checker:
         """Assigning or deleting into an imported module, a library class, or a class got at run time."""
         node = target.value
         while True:
-            if self.program.paths(node):
+            if self.program.paths(node) or self._class_of(node):
                 yield "patch", label(target), WHY["patch"]
+                return
+            if isinstance(node, ast.Attribute) and aliases and node.attr in self.attribute_aliases:
+                yield "patch", label(target), WHY["patch"] + f" (`.{node.attr}` holds a library object)"
                 return
             if isinstance(node, (ast.Attribute, ast.Subscript)):
                 node = node.value
                 continue
             break
-        if self._class_of(node):
-            yield "patch", label(target), WHY["patch"]
-        elif isinstance(node, ast.Name) and aliases:
+        if isinstance(node, ast.Name) and aliases:
             scope = self.program.binding_scope(node)
             if scope is not None and (id(scope), node.id) in self.aliases:
                 yield "patch", label(target), WHY["patch"] + f" (`{node.id}` holds a library object)"
@@ -438,6 +624,110 @@ class _Checker:
                         yield "import", written, (WHY[kind].format(module=detail)
                                                   if kind != "runtime" else f"`{detail}` {WHY['runtime']}"), binds
                         break
+
+
+def _binding_sites(program: Program, nodes: list) -> dict[tuple[int, str], list]:
+    """(id of scope, name) -> what binds the name there: a tuple of the literal strings a `for` loop
+    (or comprehension) over literal names gives it, or None for any other binding (parameter,
+    assignment, import, `except ... as`, def, ...)."""
+    sites: dict[tuple[int, str], list] = {}
+    looped: set[int] = set()
+
+    def add(scope, name, values):
+        if scope is not None:
+            sites.setdefault((id(scope), name), []).append(values)
+
+    for node in nodes:
+        if isinstance(node, (ast.For, ast.comprehension)):
+            for name, values in _loop_literals(program, node.target, node.iter):
+                looped.add(id(name))
+                add(program.binding_scope(name), name.id, values)
+    for node in nodes:
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load) and id(node) not in looped:
+            add(program.binding_scope(node), node.id, None)
+        elif isinstance(node, ast.arg):
+            add(program.scope_of.get(id(node)), node.arg, None)
+        else:
+            names = ([node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                                       ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name
+                     else [node.rest] if isinstance(node, ast.MatchMapping) and node.rest
+                     else [import_binding(node, a)[0] for a in node.names if a.name != "*"]
+                     if isinstance(node, (ast.Import, ast.ImportFrom)) else [])
+            for name in names:
+                add(program.scope_holding(name, program.scope_of.get(id(node), program.module)), name, None)
+    return sites
+
+
+def _loop_literals(program: Program, target: ast.AST, iterable: ast.AST):
+    """(Name, literal strings) for the loop targets that take only literal names: `for n in ("w", "b")`,
+    `for i, n in enumerate([...])`, `for n, d in zip(("w", "b"), dims)`."""
+    def strings(node):
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)) and all(
+                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+            return tuple(e.value for e in node.elts)
+        return None
+
+    if isinstance(target, ast.Name):
+        values = strings(iterable)
+        return [(target, values)] if values is not None else []
+    if not (isinstance(target, ast.Tuple) and isinstance(iterable, ast.Call)
+            and all(k.arg == "strict" for k in iterable.keywords)):
+        return []
+    if program.is_builtin(iterable.func, "enumerate") and len(target.elts) == 2 and len(iterable.args) == 1:
+        values = strings(iterable.args[0])
+        return [(target.elts[1], values)] if values is not None and isinstance(target.elts[1], ast.Name) else []
+    if program.is_builtin(iterable.func, "zip") and len(target.elts) == len(iterable.args):
+        return [(t, strings(a)) for t, a in zip(target.elts, iterable.args)
+                if isinstance(t, ast.Name) and strings(a) is not None]
+    return []
+
+
+def _own_instance(program: Program, sites: dict, firsts: set, node: ast.AST) -> bool:
+    """Is `node` the first parameter of a method (`self`, `cls`), never rebound in it?
+
+    `setattr(self, "w", v)` is then `self.w = v`, with what that allows and refuses: the patch rule
+    sees the library classes a parameter holds no better than for `self.w = v` (see Known limit)."""
+    if not isinstance(node, ast.Name):
+        return False
+    scope = program.binding_scope(node)
+    key = (id(scope), node.id)
+    return scope is not None and key in firsts and sites.get(key) == [None]
+
+
+def _readable_names(program: Program, sites: dict, node: ast.AST) -> bool:
+    """A literal attribute name, or a name bound only by loops over literal names; none of them reflection."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        values = (node.value,)
+    elif isinstance(node, ast.Name) and program.binding_scope(node) is not None:
+        bound = sites.get((id(program.binding_scope(node)), node.id), [None])
+        if any(b is None for b in bound):
+            return False
+        values = tuple(v for b in bound for v in b)
+    else:
+        return False
+    return all(v.isidentifier() and not v.startswith("__") and v not in FRAME_ATTRS for v in values)
+
+
+def _name_targets(target: ast.AST) -> list:
+    """The bare names an assignment target binds: `a`, `a, (b, *c)`; not the `self` of `self.x = ...`."""
+    if isinstance(target, (ast.arg, ast.Name)):
+        return [target]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for element in target.elts for n in _name_targets(element)]
+    if isinstance(target, ast.Starred):
+        return _name_targets(target.value)
+    return []
+
+
+def _attribute_targets(target: ast.AST) -> list[str]:
+    """The attribute names an assignment target writes: "kind" for `self.kind = ...`, also inside tuples."""
+    if isinstance(target, ast.Attribute):
+        return [target.attr]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [a for element in target.elts for a in _attribute_targets(element)]
+    if isinstance(target, ast.Starred):
+        return _attribute_targets(target.value)
+    return []
 
 
 def _shown(names) -> str:
