@@ -61,6 +61,12 @@ def device_generator(x, seed):
     g = torch.Generator(device=x.device).manual_seed(seed)
     return torch.multinomial(torch.softmax(x, -1), 2, generator=g)
 
+from torch import Generator as ImportedGenerator
+
+def imported_generator(x, seed):  # the class bound in the cell at load time
+    g = ImportedGenerator(device=x.device).manual_seed(seed)
+    return torch.multinomial(torch.softmax(x, -1), 2, generator=g)
+
 def cpu_generator_for_device_draws(x, seed):
     g = torch.Generator().manual_seed(seed)
     return torch.multinomial(torch.softmax(x, -1), 2, generator=g)
@@ -171,8 +177,9 @@ def test_a_sampler_that_passes_device_only_under_a_meta_default_fails(student):
 
 
 def test_samplers_right_on_a_gpu_pass(student):
-    """Gumbel-max from a CPU generator moved with .to(x.device), and a generator made on the device."""
-    for name in ("gumbel_max", "device_generator"):
+    """Gumbel-max from a CPU generator moved with .to(x.device), and a generator made on the device
+    (also by a `Generator` imported from torch when the cell loaded)."""
+    for name in ("gumbel_max", "device_generator", "imported_generator"):
         assert_device_agnostic(getattr(student, name), [x64(4, 6), 5], name, follows_dtype=False)
 
 

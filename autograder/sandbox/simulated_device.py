@@ -187,19 +187,26 @@ class Generator(_RealGenerator):
 
 
 @contextlib.contextmanager
-def active():
-    """The simulated device usable for the duration: modes, a device-aware `torch.Generator`, and
+def active(namespace: dict | None = None):
+    """The simulated device usable for the duration: modes, a device-aware `torch.Generator` (also
+    where `namespace`, the graded cells' globals, bound it by `from torch import Generator`), and
     `nn.Module.to` keeping each parameter's identity (as `set_data` does on a real GPU, so an
     optimizer made before the move still holds the model's parameters)."""
     install()
     swap = torch.__future__.get_swap_module_params_on_conversion()
     torch.__future__.set_swap_module_params_on_conversion(True)
+    cells = namespace if namespace is not None else {}
+    names = [k for k, v in list(cells.items()) if v is _RealGenerator]
     torch.Generator = Generator
+    for k in names:
+        cells[k] = Generator
     try:
         with _Dispatch(), _Functions():
             yield DEVICE
     finally:
         torch.Generator = _RealGenerator
+        for k in names:
+            cells[k] = _RealGenerator
         torch.__future__.set_swap_module_params_on_conversion(swap)
 
 

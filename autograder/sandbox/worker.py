@@ -275,7 +275,7 @@ class Worker:
         kwargs = self.decode(msg.get("kwargs", {"__dict__": []}), arrays)
         if msg.get("seed") is not None:  # the CPU generator is the simulated device's too
             torch.random.default_generator.manual_seed(int(msg["seed"]))
-        place = simulated_device.active() if msg.get("simulated") else _on_cpu()
+        place = simulated_device.active(self.module.__dict__) if msg.get("simulated") else _on_cpu()
         with place as device:
             fn, args, kwargs = simulated_device.to_device((fn, args, kwargs), device, dtype,
                                                           modules_only=not msg.get("move_data", True))
