@@ -114,6 +114,21 @@ def test_shakespeare_check_never_sends_the_test_plays():
     assert not any(probe in np.ascontiguousarray(a).astype(np.int64).tobytes() for a in sent if a.size >= 200)
 
 
+def test_test_play_feedback_quotes_no_figure_of_the_students_model():
+    """Two models with different perplexities on the test plays hear the same words (issue 30): the
+    perplexity of parameters the student chose would answer questions about the held-out plays."""
+    from tests.helpers import run_check_recording, staff_module
+    messages = []
+    for scale in (1.0, 3.0):
+        submission = staff_module("backprop")
+        submission.train_ffnn = lambda ids, V, scale=scale, submission=submission, **kw: (
+            {n: scale * v for n, v in submission.init_params(V, kw["dim"], kw["hidden"], kw["context"], 1).items()},
+            [0.0] * kw["steps"])
+        error, _ = run_check_recording("backprop", submission, "shakespeare_ffnn", {"ffnn-shakespeare": 80.0})
+        messages.append(str(error))
+    assert messages[0] == messages[1] and "above it" in messages[0], messages
+
+
 def test_smooth_function_gradient_is_exact():
     import numpy as np
 
