@@ -155,7 +155,8 @@ class ForkServer:
     def spawn(self, plan: Plan, env: dict, fds: list[int]) -> AdoptedProcess:
         """Fork a worker that confines itself by `plan`, gets `env` and serves on fds[0] (read) and
         fds[1] (write); fds[2] is its Landlock ruleset where the plan has one. Raises ForkServerDown
-        (use exec), or OSError where the worker could not confine itself (as exec's preexec_fn would)."""
+        (use exec) where the server is gone or the worker could not start (a limit of the server's that
+        cannot be reset, say)."""
         try:
             socket.send_fds(self.sock, [json.dumps({"plan": asdict(plan), "env": env}).encode()], fds)
         except OSError as exc:
@@ -183,7 +184,9 @@ class ForkServer:
         if worker is not None:
             worker.kill()
             worker.wait(10)
-        raise OSError(reply.get("error") or "the worker could not be forked")
+        # a server that answers with an error is not trusted again: replaced, and this worker started with
+        # exec (where the failure is the worker's own, exec reports it too)
+        raise ForkServerDown(reply.get("error") or "the worker could not be forked")
 
     def stop(self) -> None:
         """Kill the server; its engine copy stays until exit (`stop_all`), for workers it forked."""
