@@ -73,6 +73,11 @@ BUGS = {
         "            if token == eos_id:\n",
         "            token = int(torch.multinomial(probs, 1, generator=generator))\n            out.append(token)\n"
         "            if token == eos_id or len(out) >= max_len:\n")], "6", {"public_sample": None, "sample_hidden": "edges"}),
+    "greedy_decode seeds torch's global generator (torch.manual_seed(0) for reproducibility)": ("rnn_lm", [(
+        "    device = model_device(model)  # a model on a GPU needs its tokens there\n",
+        "    torch.manual_seed(0)  # reproducible decoding\n"
+        "    device = model_device(model)  # a model on a GPU needs its tokens there\n")], "6",
+        {"greedy_hidden": "generator"}),
 }
 
 # transformer --------------------------------------------------------------------------------------
@@ -95,12 +100,14 @@ BUGS |= {
         (GENERATE_LOOP, "    start = idx.size(1)\n    while True:\n        if use_cache:\n"),
         (GENERATE_END, "        idx = torch.cat([idx, nxt], dim=1)\n        new = nxt\n"
                        "        if idx.size(1) - start >= max_new_tokens:\n            break\n    return idx\n")], "7",
-        {"generate_greedy": "edges"}),
+        {"generate_sampling": "edges"}),
     "seq2seq greedy_decode concatenates a list of new columns (fails at n=0)": ("transformer", [(S2S_GREEDY,
         "    out = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)\n    new = []\n"
         "    for _ in range(n):\n        nxt = model.decode(out, memory)[:, -1].argmax(dim=-1, keepdim=True)\n"
         "        out = torch.cat([out, nxt], dim=1)\n        new.append(nxt)\n    return torch.cat(new, dim=1)\n")],
         "8", {"greedy_decode_matches": "edges"}),
+    "seq2seq greedy_decode seeds torch's global generator": ("transformer", [(S2S_GREEDY,
+        "    torch.manual_seed(0)  # reproducible decoding\n" + S2S_GREEDY)], "8", {"greedy_decode_matches": "generator"}),
 }
 
 

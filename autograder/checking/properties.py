@@ -69,7 +69,10 @@ class Graded:
     call: object
     reference: object
     samples: dict = field(default_factory=dict)  # property name -> [Sample]
-    generator: Sample | None = None  # a call that must leave torch's global generator alone
+    generator: Sample | None = None  # the call that must leave torch's global generator alone (default: the first)
+
+    def generator_sample(self) -> Sample | None:
+        return self.generator or next((s for prop in PROPERTIES for s in self.samples.get(prop, ())), None)
 
 
 def side(value, which: str):
@@ -105,12 +108,15 @@ def float_dtype(value) -> torch.dtype | None:
     return None
 
 
-def run(graded: Graded, *, student=None, properties=PROPERTIES) -> None:
-    """Every property of `properties` that `graded` declares samples for, in the order of PROPERTIES."""
+def run(t, graded: Graded, properties=PROPERTIES) -> None:
+    """Every property of `properties` that `graded` declares samples for, in the order of PROPERTIES.
+
+    `t` is the check's context. The generator property applies to every function (each takes tensors or a
+    model): a deterministic one must not touch torch's global generator either (`torch.manual_seed(0)` inside)."""
     for prop in properties:
         if prop == "generator":
-            if graded.generator is not None and student is not None:
-                check_generator(student, graded)
+            if graded.generator_sample() is not None:
+                check_generator(t.student, graded)
             continue
         for sample in graded.samples.get(prop, ()):
             check_sample(graded, prop, sample)
@@ -235,7 +241,8 @@ def check_gradients(graded: Graded, sample: Sample) -> None:
 
 
 def check_generator(student, graded: Graded) -> None:
-    sample = graded.generator
+    """Fail-only: the worker's global generator is read back after the call (see assert_global_generator_untouched)."""
+    sample = graded.generator_sample()
     call = sample.call or graded.call
     try:
         assert_global_generator_untouched(
