@@ -198,7 +198,7 @@ def cell_vs_builtin(t, kind: str) -> None:
                 assert_shape(value, (B, H), what)
                 assert_dtype(value, name_of(dtype), what)
     device_note(t, cell, [randn(t, 2, d, dtype=dtype), random_state(t, kind, 2, H, dtype)], f"{name}({d}, {H})(x, state)")
-    properties.run(cell_matrix(t, kind))
+    properties.run(t, cell_matrix(t, kind))
 
 
 BUILTIN_CELL = {"rnn": nn.RNNCell, "lstm": nn.LSTMCell, "gru": nn.GRUCell}
@@ -902,7 +902,7 @@ def greedy_hidden(t):
             got = token_list(call_pure(t.student.greedy_decode, t.student.TableModel(torch.from_numpy(table)), prefix,
                                        max_len, eos, what=what), what)
             assert_equal(got, grader_greedy(table, prefix, max_len, eos), what)
-    properties.run(decoder_matrix(t, "greedy_decode"))
+    properties.run(t, decoder_matrix(t, "greedy_decode"))
     model = t.student.TableModel(torch.from_numpy(loud_table(t, 5)))
     default_device_probe(t.student.greedy_decode, [model, [1, 2], 3, 4], "greedy_decode(TableModel, [1, 2], 3, 4)")
 
@@ -965,7 +965,7 @@ def sample_hidden(t):
     assert_equal(token_list(t.student.sample(model, prefix, 6, eos), what),
                  token_list(t.student.sample(model, prefix, 6, eos, 1.0, 0), what),
                  f"sample(TableModel, {prefix}, 6, {eos}) (defaults) vs the same with temperature=1.0, seed=0")
-    properties.run(decoder_matrix(t, "sample"), student=t.student)
+    properties.run(t, decoder_matrix(t, "sample"))
     loud = t.student.TableModel(torch.from_numpy(loud_table(t, 5)))
     default_device_probe(t.student.sample, [loud, [1, 2], 3, 4], "sample(TableModel, [1, 2], 3, 4)")
 
@@ -1067,7 +1067,7 @@ def beam_narrow(t):
                                              alpha=alpha)
                 assert_equal([b[0] for b in beams], [list(tokens) for tokens, _ in expected],
                               what + ": the returned hypotheses, best first")
-    properties.run(decoder_matrix(t, "beam_search"))
+    properties.run(t, decoder_matrix(t, "beam_search"))
     model = t.student.TableModel(torch.from_numpy(loud_table(t, V)))
     default_device_probe(t.student.beam_search, [model, [1], 2, 3, 0], "beam_search(TableModel, [1], 2, 3, 0)")
 

@@ -1403,7 +1403,7 @@ def filter_boundaries(t):
             raise CheckFailed(f"{what}: removed tokens must be exactly -inf")
         close(got[kept], ((logits + shift) / temperature)[kept], f"{what}: the kept logits (divided by the temperature)",
               F64)
-    properties.run(filter_matrix(t))
+    properties.run(t, filter_matrix(t))
     note_device(t, t.student.filter_logits, [logits.float(), 0.7, 3, 0.6], "filter_logits(logits (2, 5), 0.7, 3, 0.6)")
 
 
@@ -1506,7 +1506,6 @@ def generate_greedy(t):
                 assert_equal(got.tolist(), expected.tolist(), what)
     for cfg in KV_CASES:
         generate_uses_its_cache(t, cfg)
-    properties.run(generate_matrix(t))
     cfg = KV_CASES[0]  # no tensor on a fixed device in generate itself (filter_logits is probed on its own)
     model = make_module(t, "TransformerLM", (), cfg, lm_state(t, cfg), F64)
     for args, what in (([0.0, None, None], "temperature=0"), ([0.8, None, None], "temperature=0.8")):
@@ -1517,8 +1516,9 @@ def generate_greedy(t):
 
 
 def generate_matrix(t) -> properties.Graded:
-    """generate's edge samples for the property matrix: max_new_tokens=0 (the prompt back, sampling or not), one new
-    token, a prompt of one token and a batch of one, with and without the cache, against the reference's generate."""
+    """generate's samples for the property matrix: max_new_tokens=0 (the prompt back, sampling or not), one new
+    token, a prompt of one token and a batch of one, with and without the cache, against the reference's generate;
+    a sampling call for the generator property."""
     cfg = KV_CASES[0]
     state = lm_state(t, cfg)
     model = properties.Both(make_module(t, "TransformerLM", (), cfg, state, F64),
@@ -1530,7 +1530,9 @@ def generate_matrix(t) -> properties.Graded:
         for use_cache in (True, False):
             edges.append(S(f"model ({describe(cfg)}), idx {shape}, max_new_tokens={n}, {describe(kwargs)}, "
                            f"use_cache={use_cache}", (model, prompt, n), dict(kwargs, use_cache=use_cache)))
-    return properties.Graded("generate", t.student.generate, t.ref.generate, {"edges": edges})
+    sampling = S(f"model ({describe(cfg)}), idx (5, 4), max_new_tokens=2, temperature=0.7, top_k=6, seed=6",
+                 (model, ids(t, 5, 4, V=13), 2), dict(temperature=0.7, top_k=6, seed=6))
+    return properties.Graded("generate", t.student.generate, t.ref.generate, {"edges": edges}, sampling)
 
 
 def chi_square_ok(counts: np.ndarray, probs: np.ndarray) -> tuple:
@@ -1611,9 +1613,7 @@ def generate_sampling(t):
     other = t.student.generate(model, prompt[:50], 2, seed=4, **kwargs)
     if other[:, 4:].tolist() == out[:50, 4:].tolist():
         raise CheckFailed(f"{what}: seeds 3 and 4 gave the same samples; make the generator from `seed`.")
-    assert_global_generator_untouched(t.student, lambda: t.student.generate(model, prompt[:5], 2, seed=6, **kwargs),
-                                      f"generate(model, idx (5, 4), 2, {describe(kwargs)}, seed=6)",
-                                      seed=20261126)
+    properties.run(t, generate_matrix(t))
 
 
 # ---- Q8 ---------------------------------------------------------------------------------------
@@ -1706,7 +1706,7 @@ def greedy_decode_matches(t):
     both, S = properties.Both(model, reference), properties.Sample
     samples = {kind: [S(f"model, src ({B}, {L}), n={n}, bos=10", (both, ids(t, B, L, V=10), n, 10)) for B, L, n in sizes]
                for kind, sizes in (("shapes", ((3, 8, 7), (2, 5, 3))), ("edges", ((2, 4, 0), (1, 4, 1), (1, 1, 2))))}
-    properties.run(properties.Graded("greedy_decode", t.student.greedy_decode, grader_greedy, samples))
+    properties.run(t, properties.Graded("greedy_decode", t.student.greedy_decode, grader_greedy, samples))
     assert_device_agnostic(t.student.greedy_decode, [model, ids(t, 2, 4, V=10), 3, 10],
                            "greedy_decode(model, src (2, 4), 3, bos=10)", follows_dtype=False)
 
