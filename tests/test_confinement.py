@@ -43,7 +43,9 @@ def ok():
     return 2
 
 def me():
-    return {{"uid": os.getuid(), "pid": os.getpid(), "host_pid": int(os.readlink("/proc/self"))}}
+    return {{"uid": os.getuid(), "pid": os.getpid(), "host_pid": int(os.readlink("/proc/self")),
+            "ns": {{ns: os.readlink(f"/proc/self/ns/{{ns}}") for ns in ("user", "pid", "ipc", "uts", "mnt", "net", "cgroup")}},
+            "cgroup": open("/proc/self/cgroup").read()}}
 
 def lower(pid):
     """Every way to lower another process's limits or priority; the ones that worked."""
@@ -180,6 +182,11 @@ def test_no_worker_is_root_and_none_can_lower_anyone_elses_limits_or_priority():
         me_a, me_b = sa.me(), sb.me()
         assert me_a["uid"] != 0 and me_b["uid"] != 0 and me_a["uid"] != me_b["uid"]
         assert me_a["uid"] == WORKER_UID_BASE + a.proc.pid  # a uid from the grader's range, unique while it lives
+        assert me_a["pid"] == 2  # the init of its own PID namespace is 1
+        for ns, mine in me_a["ns"].items():  # every namespace its own, none shared with the sibling
+            assert mine != os.readlink(f"/proc/self/ns/{ns}") and mine != me_b["ns"][ns], ns
+        if a.cgroups:  # its cgroups' paths are the roots of its cgroup namespace
+            assert "lmgrade-worker" not in me_a["cgroup"], me_a["cgroup"]
         assert sa.lower_own_child() == ["cpu", "nofile", "nice", "ioprio"]  # the attacks work where allowed
         targets = {"grader": os.getpid(), "sibling keeper": b.proc.pid, "sibling worker": me_b["host_pid"],
                    "outside": outside.pid}

@@ -140,12 +140,6 @@ def confine(plan: Plan, ruleset: int | None, prepared: Prepared) -> None:
         private_mounts()
         if plan.own_uid:  # its scratch is its own also where no tmpfs could be mounted there
             os.chown(scratch, *ids)
-        if plan.pid_namespace:  # root's right, so before dropping the user; a container may forbid it
-            try:
-                own_pid_namespace()
-                pid_namespace = True
-            except OSError:
-                pass
     for procs in plan.cgroup_procs:  # its bounds and CPU share, as root (best effort)
         try:
             fd = os.open(procs, os.O_WRONLY)
@@ -166,6 +160,12 @@ def confine(plan: Plan, ruleset: int | None, prepared: Prepared) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if plan.nproc is not None:
             resource.setrlimit(resource.RLIMIT_NPROC, (plan.nproc, plan.nproc))
+    if plan.root and plan.pid_namespace and LIBC is not None:  # root's right, so before dropping the user,
+        try:  # after joining its cgroups (their namespace's root); a container may forbid it
+            own_pid_namespace()
+            pid_namespace = True
+        except OSError:
+            pass
     if identity:
         become(identity[0], identity[1])
     if own_user_namespace(ids):  # its own process count and keyrings; the grader finds all its tasks

@@ -21,6 +21,7 @@ from autograder.sandbox.limits import is_root
 from autograder.sandbox.linux import HAVE_PROC, LIBC, PR_SET_DUMPABLE, check
 
 CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWIPC = 0x40000000, 0x00020000, 0x20000000, 0x08000000
+CLONE_NEWUTS, CLONE_NEWCGROUP = 0x04000000, 0x02000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 12, 1 << 14, 1 << 18
 # A root batch without a worker user gives each worker the uid BASE + its own pid: live pids are unique, so
 # no two live workers share a uid, and none is 0 (prlimit, setpriority, ioprio, signals, /proc: closed by ids).
@@ -104,8 +105,9 @@ def own_pid_namespace() -> None:
     """In the child (root, or holding its own user namespace's capabilities): new PID and IPC namespaces.
     The next child it forks is their PID 1: when that process dies every process in them dies, however
     it detached (setsid, a double fork, a nested user namespace, clone3), and System V objects and POSIX
-    message queues vanish with the IPC namespace."""
-    check(LIBC.unshare(CLONE_NEWPID | CLONE_NEWIPC))
+    message queues vanish with the IPC namespace. A UTS namespace comes with them (its host name is its
+    own), and a cgroup namespace whose root is the cgroup it joined (it sees no other path)."""
+    check(LIBC.unshare(CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP))
 
 
 def become_pid_one() -> None:
