@@ -135,6 +135,21 @@ ATTENTION = {
           "    return tuple(2.0 ** (-8.0 * (i + 1) / n) for i in range(n))\n"),
          ("def alibi_slopes(n_heads):\n", "import functools\nimport itertools\n\n\ndef alibi_slopes(n_heads):\n")],
         {"6"}),
+    "a frozen dataclass for the head sizes and a mask dtype kept in an attribute (torch.bool)": (
+        [("        assert d_model % n_heads == 0 and n_heads % n_kv_heads == 0\n"
+          "        self.n_heads, self.n_kv_heads = n_heads, n_kv_heads\n        self.d_head = d_model // n_heads\n",
+          "        sizes = HeadSizes(d_model, n_heads, n_kv_heads)\n"
+          "        self.n_heads, self.n_kv_heads, self.d_head = sizes.n_heads, sizes.n_kv_heads, sizes.d_head\n"
+          "        self.mask_dtype = torch.bool\n"),
+         ("        out, _ = scaled_dot_product_attention(q, k, v, mask)\n        return self.out_proj(merge_heads(out))\n",
+          "        mask = None if mask is None else mask.to(self.mask_dtype)  # a 0/1 mask works too\n"
+          "        out, _ = scaled_dot_product_attention(q, k, v, mask)\n        return self.out_proj(merge_heads(out))\n"),
+         ("class GroupedQueryAttention(nn.Module):\n",
+          "from dataclasses import dataclass\n\n\n@dataclass(frozen=True)\nclass HeadSizes:\n    d_model: int\n"
+          "    n_heads: int\n    n_kv_heads: int\n\n    def __post_init__(self):\n"
+          "        assert self.d_model % self.n_heads == 0 and self.n_heads % self.n_kv_heads == 0\n\n"
+          "    @property\n    def d_head(self) -> int:\n        return self.d_model // self.n_heads\n\n\n"
+          "class GroupedQueryAttention(nn.Module):\n")], {"5"}),
 }
 
 NGRAM = {
@@ -177,17 +192,17 @@ NGRAM = {
          ("import math\nfrom collections import Counter\n\n\nclass NGramLM:\n",
           "import math\nfrom collections import Counter\nfrom dataclasses import dataclass, field\n\n\n@dataclass\nclass NGramLM:\n")],
         {"3"}),
-    "__slots__, sum(map(operator.mul, ...)) and a classmethod": (
+    "__slots__, __iter__ and __len__, and a classmethod": (
         [("    def __init__(self, models: list, lambdas: list[float]):\n        self.models = models\n",
           '    __slots__ = ("models", "lambdas", "n", "vocab")\n\n'
           "    def __init__(self, models: list, lambdas: list[float]):\n        self.models = models\n"),
          ("        return sum(weight * model.prob(word, context)\n"
           "                   for weight, model in zip(self.lambdas, self.models))\n",
-          "        return sum(map(operator.mul, self.lambdas, (model.prob(word, context) for model in self.models)))\n\n"
+          "        return sum(weight * model.prob(word, context) for weight, model in self)\n\n"
+          "    def __iter__(self):\n        return iter(zip(self.lambdas, self.models, strict=True))\n\n"
+          "    def __len__(self) -> int:\n        return len(self.models)\n\n"
           "    @classmethod\n    def uniform(cls, models: list) -> \"InterpolatedLM\":\n"
-          "        return cls(models, [1.0 / len(models)] * len(models))\n"),
-         ("import math\n\n\nclass InterpolatedLM:\n", "import math\nimport operator\n\n\nclass InterpolatedLM:\n")],
-        {"3"}),
+          "        return cls(models, [1.0 / len(models)] * len(models))\n")], {"3"}),
     "scores in a list, min over indices with __getitem__": (
         [("    return min(candidates,\n"
           "               key=lambda lambdas: perplexity(InterpolatedLM(models, lambdas), sentences))\n",
@@ -226,6 +241,30 @@ NGRAM = {
           "    @property\n    def n(self) -> int:\n        return 2\n\n"
           "    @staticmethod\n    def _last(context) -> str:\n        return context[-1] if len(context) > 0 else \"<s>\"\n")],
         {"7"}),
+    "itertools.pairwise over a padded sentence into a Counter": (
+        [("        self.bigram_counts = count_ngrams(sentences, 2)\n",
+          "        self.bigram_counts = dict(Counter(pair for sentence in sentences\n"
+          "                                          for pair in itertools.pairwise(pad(sentence, 2))))\n")],
+        {"7"}),
+    "try/except ValueError as err around math.log": (
+        [("        return (count + self.k) / (context_count + self.k * len(self.vocab))\n\n"
+          "    def logprob(self, word: str, context) -> float:\n"
+          '        """Return the natural log of prob(word, context), or -math.inf if it is 0."""\n'
+          "        p = self.prob(word, context)\n        return math.log(p) if p > 0 else -math.inf\n",
+          "        return (count + self.k) / (context_count + self.k * len(self.vocab))\n\n"
+          "    def logprob(self, word: str, context) -> float:\n"
+          '        """Return the natural log of prob(word, context), or -math.inf if it is 0."""\n'
+          "        p = self.prob(word, context)\n        try:\n            return math.log(p)\n"
+          "        except ValueError as err:  # math domain error: log(0)\n            if p == 0:\n"
+          "                return -math.inf\n"
+          '            raise ValueError(f"probability {p!r} of {word!r}: {err}") from err\n')], {"3", "4"}),
+    "a deque of the last n-1 words as the context": (
+        [('    context = ("<s>",) * (lm.n - 1)\n', '    context = deque(["<s>"] * (lm.n - 1), maxlen=lm.n - 1)\n'),
+         ("        probs = [lm.prob(word, context) for word in words]\n",
+          "        probs = [lm.prob(word, tuple(context)) for word in words]\n"),
+         ("        context = context + (word,)\n", "        context.append(word)\n"),
+         ("def generate(lm, max_len: int = 20,", "from collections import deque\n\n\n"
+          "def generate(lm, max_len: int = 20,")], {"5"}),
 }
 
 BACKPROP = {
@@ -294,6 +333,18 @@ BACKPROP = {
           "        B, math.prod(contexts.shape[1:]) * params[\"E\"].shape[1])\n"),
          ("import numpy as np\n\n\ndef init_params(", "import math\n\nimport numpy as np\n\n\ndef init_params(")],
         {"3", "4"}),
+    "functools.wraps on a decorator of the student's own": (
+        [('def relative_error(a: np.ndarray, b: np.ndarray) -> float:\n'
+          '    """||a - b|| / max(||a|| + ||b||, 1e-12), Euclidean norms over all entries, as a float."""\n'
+          "    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)\n",
+          "def float64_arguments(fn):\n    @functools.wraps(fn)\n    def wrapper(*arrays):\n"
+          "        return fn(*(np.asarray(a, dtype=np.float64) for a in arrays))\n    return wrapper\n\n\n"
+          "@float64_arguments\n"
+          'def relative_error(a: np.ndarray, b: np.ndarray) -> float:\n'
+          '    """||a - b|| / max(||a|| + ||b||, 1e-12), Euclidean norms over all entries, as a float."""\n'),
+         ("def numerical_gradient(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:\n",
+          "import functools\n\n\ndef numerical_gradient(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:\n")],
+        {"5"}),
 }
 
 RNN_LM = {
@@ -357,6 +408,14 @@ RNN_LM = {
           "    logp = F.log_softmax(logits.flatten(0, 1), dim=-1)\n"
           "    return F.nll_loss(logp, tokens[:, 1:].flatten(), ignore_index=-100 if pad_id is None else pad_id)\n")],
         {"3"}),
+    "a device property read from the parameters": (
+        [("        self.cell = LSTMCell(input_size, hidden_size)\n\n    def forward(self, x, state=None):\n",
+          "        self.cell = LSTMCell(input_size, hidden_size)\n\n    @property\n    def device(self) -> torch.device:\n"
+          "        return self.cell.weight_ih.device\n\n    def forward(self, x, state=None):\n"),
+         ("        if state is None:\n            h = x.new_zeros(x.size(0), self.cell.hidden_size)\n            state = (h, h)\n",
+          "        if state is None:\n"
+          "            h = torch.zeros(x.size(0), self.cell.hidden_size, device=self.device, dtype=x.dtype)\n"
+          "            state = (h, torch.zeros_like(h))\n")], {"2"}),
 }
 
 TRANSFORMER = {
@@ -424,6 +483,26 @@ TRANSFORMER = {
           "                return x if cache is None else (x, new)\n"
           "        if not self.post_norm:\n            a = self.attn(self.norm1(x), causal=self.causal, cache=cache)\n")],
         {"3"}),
+    "a non-persistent register_buffer of positions; param_count as a dict of parts": (
+        [("        self.head = nn.Linear(d_model, vocab_size, bias=False)\n",
+          "        self.head = nn.Linear(d_model, vocab_size, bias=False)\n"
+          '        self.register_buffer("positions", torch.arange(max_len), persistent=False)\n'),
+         ("            x = x + self.pos_emb(torch.arange(past, past + idx.shape[1], device=idx.device))\n",
+          "            x = x + self.pos_emb(self.positions[past:past + idx.shape[1]])\n"),
+         ("    norm = d_model * (2 if bias else 1)\n"
+          "    attention = 4 * d_model * d_model + (4 * d_model if bias else 0)\n"
+          "    mlp = 2 * d_model * d_ff + ((d_ff + d_model) if bias else 0)\n"
+          "    total = vocab_size * d_model + n_layers * (attention + mlp + 2 * norm) + norm\n"
+          "    total += max_len * d_model if positions == \"learned\" else 0\n"
+          "    total += 0 if tie_weights else vocab_size * d_model\n    return total\n",
+          "    norm = d_model * (2 if bias else 1)\n    parts = {\n"
+          '        "token embedding": vocab_size * d_model,\n'
+          '        "attention": n_layers * (4 * d_model * d_model + (4 * d_model if bias else 0)),\n'
+          '        "mlp": n_layers * (2 * d_model * d_ff + ((d_ff + d_model) if bias else 0)),\n'
+          '        "norms": (2 * n_layers + 1) * norm,\n'
+          '        "positions": max_len * d_model if positions == "learned" else 0,\n'
+          '        "head": 0 if tie_weights else vocab_size * d_model,\n    }\n'
+          "    return sum(parts.values())\n")], {"4"}),
 }
 
 STYLES = {"attention": ATTENTION, "ngram": NGRAM, "backprop": BACKPROP, "rnn_lm": RNN_LM, "transformer": TRANSFORMER}
@@ -438,6 +517,13 @@ def _every_style():
 def test_the_corpus_covers_every_assignment_with_forty_styles_or_more():
     assert set(STYLES) == {a.id for a in assignments.available()}
     assert sum(len(table) for table in STYLES.values()) >= 40
+
+
+@pytest.mark.parametrize("assignment_id", sorted(STYLES))
+def test_the_styles_of_an_assignment_edit_different_code(assignment_id):
+    """They are graded together, so each edit must still find its text after the others."""
+    edits = [edit for replacements, _ in STYLES[assignment_id].values() for edit in replacements]
+    compile(edited_solution(assignment_id, edits), "submission", "exec")  # each old text found exactly once
 
 
 @pytest.mark.parametrize("assignment_id, name", list(_every_style()))
