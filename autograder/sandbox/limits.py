@@ -174,8 +174,12 @@ def confinement(limits: Limits | None = None) -> str:
 
 
 def require_confinement(limits: Limits | None = None) -> str:
-    """The confinement level, or `Unconfined` with the reason and the way out (for batches)."""
+    """The confinement level, or `Unconfined` with the reason and the way out (for batches); a
+    ValueError, before anything is graded, where the worker's uid could not run the worker."""
     level = confinement(limits)
+    if is_root() and not PORTABLE and "worker-user" not in level and hasattr(os, "setresuid"):
+        prove_worker_runs((limits or Limits()).worker_python or sys.executable, OWN_UID_PROBE, OWN_UID_PROBE,
+                          "a uid of its own")  # a root batch's workers: none runs as uid 0
     if level == "none":
         why = ("Landlock is turned off" if os.environ.get(LANDLOCK_ENV, "1") == "0" or (limits and not limits.confine)
                else "this system has no Landlock (Linux 5.13 or newer)")
