@@ -465,8 +465,8 @@ HUNT_CORRECT = {
         "        grads = torch.autograd.grad(hs[-1].sum(), hs)",
         "        for h in hs:\n            h.retain_grad()\n        hs[-1].sum().backward()\n        grads = [h.grad for h in hs]")],
         {"5"}),
-    "sampling from softmax ** (1 / T) in float32": ([(TEMPERATURE,
-        "            probs = torch.softmax(logits[0, -1].float(), dim=-1) ** (1.0 / temperature)")], {"6"}),
+    "sampling from softmax ** (1 / T) in float32": ([(TEMPERATURE,  # .cpu(): the generator's device, as on a GPU
+        "            probs = (torch.softmax(logits[0, -1].float(), dim=-1) ** (1.0 / temperature)).cpu()")], {"6"}),
     "beam by heapq.nlargest, rescoring whole sequences": ([(BEAM_START,
         "    import heapq\n    open_, done = [([], 0.0)], []\n    with torch.no_grad():\n        for _ in range(max_len):\n"
         "            cands = []\n            for tokens, lp in open_:\n"
