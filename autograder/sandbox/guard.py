@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import _thread
 import builtins
+import functools
 import keyword
 import os
 import re
@@ -58,9 +59,7 @@ CODE_EVENTS = frozenset({"compile", "exec", "marshal.loads", "marshal.load", "co
 REFLECTION = frozenset({"sys.setprofile", "sys.settrace", "sys.addaudithook", "sys._current_frames",
                         "sys._current_exceptions", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
                         "pickle.find_class"})
-FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_code", "gi_code", "cr_code",
-                         "ag_code"})
-FRAME_GIVERS = frozenset({"inspect", "traceback"})  # library modules whose functions hand frames back
+FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})  # what hands out a frame
 LISTING = frozenset({"os.listdir", "os.scandir", "glob.glob", "os.walk", "os.fwalk"})
 WATCHED = (PROCESS_EVENTS | CODE_EVENTS | REFLECTION | LISTING
            | {"import", "open", "object.__setattr__", "object.__delattr__", "object.__getattr__", "sys._getframe"})
@@ -122,18 +121,22 @@ def _shown(allowed) -> str:
 
 
 def _checked_builtins(allowed: frozenset, report) -> dict:
-    """The cells' builtins: `__import__` refuses modules outside the assignment's list.
+    """The cells' builtins: an `import` statement of a module outside the assignment's list fails.
 
-    Why beside the hook: an import of a module already loaded raises no audit event. Graded code
-    that reaches the real `__import__` through a module gets only modules, which hold nothing the
-    hook does not guard."""
-    real = builtins.__import__
+    Why beside the hook: an import of a module already loaded raises no audit event. Only the
+    statement is checked (the frame's instruction is IMPORT_NAME): C code that imports for itself
+    from a graded frame (pickle, codecs) goes on. Graded code that reaches the real `__import__`
+    through a module gets only modules, which hold nothing the hook does not guard."""
+    import dis
+    real, getframe, import_name = builtins.__import__, sys._getframe, dis.opmap["IMPORT_NAME"]
 
     def __import__(name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A001 - replaces it
         if level == 0 and type(name) is str and name.partition(".")[0] not in allowed:
-            if report is None:
-                raise ImportError(IMPORT.format(allowed=_shown(allowed), name=name))
-            report("import", name)
+            caller = getframe(1)
+            if caller.f_code.co_code[caller.f_lasti] == import_name:
+                if report is None:
+                    raise ImportError(IMPORT.format(allowed=_shown(allowed), name=name))
+                report("import", name)
         return real(name, globals, locals, fromlist, level)
 
     mine = dict(builtins.__dict__)
@@ -151,37 +154,55 @@ def _roots(paths) -> tuple:
     return tuple(out)
 
 
+def _gate(checker, event, args):
+    """The hook CPython calls (through a partial that holds `checker`). Why a function of its own,
+    with no closure and its locals dropped before it raises: a refusal's traceback holds this frame,
+    and graded code must find nothing there that leads to the checker's state."""
+    verdict = checker(event, args)
+    del checker
+    if verdict is not None:
+        error, message = verdict
+        del verdict
+        raise error(message)
+
+
 def _hook(ns, sources, allowed, rules, report, keep, trusted):
-    """The audit hook, a closure: graded code could reach its state only through frames and the
-    collector, which the hook refuses it. Builtins it uses are bound here, so that graded code
-    rewriting `builtins` changes nothing in it."""
-    import ast
+    """The checker behind the audit hook: (exception, message) for a refusal, else None.
+
+    It is a closure that graded code cannot reach (no frame of it outlives a check, `_gate` drops
+    it, the collector's lists are refused), and it calls nothing that graded code could have
+    rewritten: builtins, os functions and the objects it compares with are bound here at install,
+    it resolves paths itself with the C functions, and it reads no dict whose keys graded code chose
+    before checking that they are plain strings (a key's `__eq__` would run inside the check)."""
     import collections
     import dataclasses
+    import importlib
     import importlib._bootstrap as bootstrap
     import importlib._bootstrap_external as external
-    import pathlib
+    import stat
 
     import autograder
     engine = os.path.dirname(os.path.realpath(autograder.__file__))
     library = _roots({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                       *(p for p in sys.path if p.endswith(("site-packages", "dist-packages")))})
     deny = _roots([engine, *rules.get("deny", ())])
-    # the generators: (their module's globals, their entry's code)
-    generators = ((collections.__dict__, collections.namedtuple.__code__),
+    generators = ((collections.__dict__, collections.namedtuple.__code__),  # (module globals, entry code)
                   (dataclasses.__dict__, dataclasses._process_class.__code__))
     dataclass_globals, field_type = dataclasses.__dict__, dataclasses.Field
     field_name = dataclasses.Field.__dict__["name"].__get__
     type_dict = type.__dict__["__dict__"].__get__
     type_module = type.__dict__["__module__"].__get__
+    type_qualname, type_name = type.__dict__["__qualname__"].__get__, type.__dict__["__name__"].__get__
+    type_mro = type.__dict__["__mro__"].__get__
     find_and_load = bootstrap._find_and_load.__code__
-    parse_only = ast.parse.__code__  # compiles to a syntax tree only (numpy reads .npy headers with it)
+    importlib_globals = (bootstrap.__dict__, external.__dict__, importlib.__dict__)
     get_code = frozenset({external.SourceLoader.get_code.__code__, external.SourcelessFileLoader.get_code.__code__})
-    function, code_type, module_type = types.FunctionType, types.CodeType, types.ModuleType
-    plain_paths, posix_path, iskeyword = (str, bytes, int, pathlib.PosixPath), pathlib.PosixPath, keyword.iskeyword
-    type_, str_, dict_, issubclass_, any_, max_, len_ = type, str, dict, issubclass, any, max, len
-    permission, import_error = PermissionError, ImportError
-    getframe, get_ident, realpath, fsdecode, basename = sys._getframe, _thread.get_ident, os.path.realpath, os.fsdecode, os.path.basename
+    function, code_type, module_type, mapping = types.FunctionType, types.CodeType, types.ModuleType, types.MappingProxyType
+    iskeyword, is_link = keyword.iskeyword, stat.S_ISLNK
+    type_, str_, bytes_, dict_, int_, issubclass_, any_, all_, max_, len_, list_ = (
+        type, str, bytes, dict, int, issubclass, any, all, max, len, list)
+    permission, import_error, os_error = PermissionError, ImportError, OSError
+    getframe, get_ident, lstat, readlink, getcwd = sys._getframe, _thread.get_ident, os.lstat, os.readlink, os.getcwd
     sep, main_thread, shown = os.sep, _thread.get_ident(), _shown(allowed)
     inside: set = set()
     texts = frozenset(s.encode("utf-8", "surrogatepass") for s in sources)
@@ -189,29 +210,55 @@ def _hook(ns, sources, allowed, rules, report, keep, trusted):
     def no(kind, message, error=permission):
         if report is not None:
             report(kind, message)
-            return
-        raise error(message)
-
-    def real(path):
-        try:
-            return realpath(str_(path) if type_(path) is posix_path else fsdecode(path)) + sep
-        except (OSError, ValueError, TypeError):
             return None
+        return error, message
+
+    def resolve(path) -> str | None:
+        """The real path of a str or bytes path, symlinks followed, with a trailing separator."""
+        if type_(path) is bytes_:
+            path = path.decode("utf-8", "surrogateescape")
+        if type_(path) is not str_ or "\x00" in path:
+            return None
+        if not path.startswith(sep):
+            path = getcwd() + sep + path
+        done, todo, hops = [], path.split(sep), 0
+        while todo:
+            part = todo.pop(0)
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if done:
+                    done.pop()
+                continue
+            here = sep + sep.join(done + [part])
+            try:
+                link = is_link(lstat(here).st_mode)
+            except (os_error, ValueError):
+                link = False
+            if link and hops < 40:
+                hops += 1
+                target = readlink(here)
+                if target.startswith(sep):
+                    done = []
+                todo = target.split(sep) + todo
+                continue
+            done.append(part)
+        return sep + sep.join(done) + sep if done else sep
 
     def library_file(path) -> bool:
-        p = real(path) if type_(path) is str_ else None
+        p = resolve(path)
         return p is not None and any_(p.startswith(r) for r in library)
 
     def made_by_library(filename) -> bool:
         """A library file's code, or code a library module makes while it is imported ("<string>");
         never a file elsewhere (a module written to scratch and put on sys.path)."""
-        if type_(filename) is bytes:
-            filename = fsdecode(filename)
+        if type_(filename) is bytes_:
+            filename = filename.decode("utf-8", "surrogateescape")
         return type_(filename) is str_ and (not filename.startswith(sep) or library_file(filename))
 
     def denied(path) -> bool:
         """The deepest root the real path is under is one graded code may not open."""
-        p = real(path)
+        p = resolve(path)
         if p is None:
             return False
         d = max_((len_(r) for r in deny if p.startswith(r)), default=-1)
@@ -220,7 +267,7 @@ def _hook(ns, sources, allowed, rules, report, keep, trusted):
     def origin(frame):
         """Who asked, walking out from the event: 'graded' (a cell's frame first, or another
         thread), 'import' (the import system's entry), 'trusted' (the worker's own code that may
-        look at frames) or 'worker' (a callback the worker ran, with no graded frame above it)."""
+        use the collector) or 'worker' (a callback the worker ran, with no graded frame above it)."""
         while frame is not None:
             if frame.f_globals is ns:
                 return "graded"
@@ -232,6 +279,9 @@ def _hook(ns, sources, allowed, rules, report, keep, trusted):
             frame = frame.f_back
         return "worker" if get_ident() == main_thread else "graded"
 
+    def plain_keys(d) -> bool:
+        return all_(type_(k) is str_ for k in d)
+
     def generator(frame) -> bool:
         """The event is a stdlib generator's own: walking out, only frames of its module until its
         entry (a dataclass's fields must be identifiers: they are written into its code)."""
@@ -239,125 +289,130 @@ def _hook(ns, sources, allowed, rules, report, keep, trusted):
             f = frame
             while f is not None and f.f_globals is module:
                 if f.f_code is entry:
-                    return module is not dataclass_globals or fields_ok(f.f_locals.get("cls"))
+                    return module is not dataclass_globals or fields_ok(f.f_locals)
                 f = f.f_back
         return False
 
-    def fields_ok(cls) -> bool:
+    def fields_ok(local) -> bool:
+        cls = local["cls"] if type_(local) is dict_ and plain_keys(local) and "cls" in local else None
         if not issubclass_(type_(cls), type):
             return False
-        for klass in type_dict(cls).get("__mro__", None) or cls.__mro__:
-            names = type_dict(klass).get("__annotations__", {})
-            fields = type_dict(klass).get("__dataclass_fields__", {})
-            if type_(names) is not dict_ or type_(fields) is not dict_:
+        for klass in type_mro(cls):
+            d = type_dict(klass)
+            if not plain_keys(d):
                 return False
-            every = list(names) + [field_name(f) if type_(f) is field_type else None for f in fields.values()]
-            if not all(type_(n) is str_ and n.isidentifier() and not iskeyword(n) for n in every):
+            names, fields = d.get("__annotations__", {}), d.get("__dataclass_fields__", {})
+            if type_(names) is not dict_ or type_(fields) is not dict_ or not plain_keys(fields):
+                return False
+            every = list_(names) + [field_name(f) if type_(f) is field_type else None for f in fields.values()]
+            if not all_(type_(n) is str_ and n.isidentifier() and not iskeyword(n) for n in every):
                 return False
         return True
 
-    def code_event(event, args, frame) -> None:
-        if event == "compile" and type_(args[0]) is bytes and args[0] in texts:
-            return  # the worker's compile of a graded cell's own text (compile hands the hook its UTF-8)
-        if event == "compile" and frame.f_code is parse_only:
-            return  # a syntax tree is data: compiling one to code is another compile
+    def code_event(event, args, frame):
+        if event == "compile":
+            # Compiling runs nothing (typing compiles string annotations it may never evaluate): running
+            # a code object is the exec event, making a function of one is function.__new__. Only the
+            # cells' own name is kept for the cells' own text, so no other code passes for a cell.
+            name = args[1]
+            if type_(name) is bytes_:
+                name = name.decode("utf-8", "surrogateescape")
+            if type_(name) is str_ and name.startswith(CELL_PREFIX) and not (type_(args[0]) is bytes_ and args[0] in texts):
+                return no(event, RUNTIME_CODE)
+            return None
         if event == "exec":
             code = args[0]
             if type_(code) is code_type and code.co_filename.startswith(CELL_PREFIX) and code.co_name == "<module>":
-                return  # a graded cell: only a cell's own text compiles under that name
-        if event in ("compile", "exec") and generator(frame):
-            return
+                return None  # a graded cell: only a cell's own text compiles under that name
+        if event == "exec" and generator(frame):
+            return None
         if origin(frame) == "import":  # a library module being imported, no graded frame in between
-            if event == "compile" and made_by_library(args[1]):
-                return
             if event == "exec" and type_(args[0]) is code_type and made_by_library(args[0].co_filename):
-                return
+                return None
             if event in ("marshal.loads", "marshal.load"):
                 f = frame
                 while f is not None and f.f_code not in get_code:
                     f = f.f_back
-                if f is not None and library_file(f.f_locals.get("bytecode_path") or f.f_locals.get("path")):
-                    return
-        no(event, RUNTIME_CODE)
+                local = f.f_locals if f is not None else {}
+                where = local.get("bytecode_path") or local.get("path") if plain_keys(local) else None
+                if type_(where) is str_ and library_file(where):
+                    return None
+        return no(event, RUNTIME_CODE)
 
-    def patch(event, args, frame) -> None:
+    def patch(event, args, frame):
         obj, name = args[0], args[1]
         what = type_(obj)
         if what is function:
             if name == "__code__":
-                no(event, PATCH.format(what="the code of a function"))
-            elif obj.__globals__ is not ns and origin(frame) not in ("import", "trusted") and not generator(frame):
-                no(event, PATCH.format(what=f"`{name}` of a library function"))
+                return no(event, PATCH.format(what="the code of a function"))
+            if obj.__globals__ is not ns and origin(frame) not in ("import", "trusted") and not generator(frame):
+                return no(event, PATCH.format(what=f"`{name}` of a library function"))
         elif issubclass_(what, type):
-            module = type_module(obj)
-            if not (type_(module) is str_ and module == SUBMISSION) and not generator(frame) \
-                    and origin(frame) not in ("import", "trusted"):
-                qualname = type.__dict__["__qualname__"].__get__(obj)
-                no(event, PATCH.format(what=f"`{qualname if type_(qualname) is str_ else '?'}.{name}`"))
+            d = type_dict(obj)
+            mine = plain_keys(d) and type_(d.get("__module__")) is str_ and d.get("__module__") == SUBMISSION
+            if not mine and not generator(frame) and origin(frame) not in ("import", "trusted"):
+                qualname = type_qualname(obj)
+                return no(event, PATCH.format(what=f"`{qualname if type_(qualname) is str_ else '?'}.{name}`"))
         elif name == "__class__" and issubclass_(what, module_type) and origin(frame) != "import":
-            no(event, PATCH.format(what="the class of a module"))
+            return no(event, PATCH.format(what="the class of a module"))
+        return None
 
-    def check(event, args, frame) -> None:
+    def check(event, args, frame):
         if event in PROCESS_EVENTS:
-            no(event, PROCESS)
-        elif event.startswith("ctypes."):
-            no(event, CTYPES)
-        elif event in CODE_EVENTS:
-            code_event(event, args, frame)
-        elif event == "open" or event in LISTING:
+            return no(event, PROCESS)
+        if event.startswith("ctypes."):
+            return no(event, CTYPES)
+        if event in CODE_EVENTS:
+            return code_event(event, args, frame)
+        if event == "open" or event in LISTING:
             path = args[0] if args else None
-            if path is None or type_(path) is int:
-                return
-            if type_(path) not in plain_paths:
-                no(event, OPEN.format(path=f"a path given as {what_type(path)}"))
-            elif denied(path):
-                no(event, OPEN.format(path=basename(real(path).rstrip(sep))))
-        elif event == "import":
+            if path is None or type_(path) is int_:
+                return None
+            if type_(path) not in (str_, bytes_):
+                if origin(frame) == "import":
+                    return None  # a library reading its own files by a path object
+                return no(event, OPEN.format(path=f"a path given as {type_name(type_(path))}"))
+            if denied(path):
+                where = resolve(path).rstrip(sep)
+                return no(event, OPEN.format(path=where[where.rfind(sep) + 1:]))
+            return None
+        if event == "import":
             name, filename = args[0], args[1]
             if filename is not None:  # an extension module: native code only from installed libraries
-                if not library_file(filename):
-                    no(event, RUNTIME_CODE, import_error)
-                return
+                return None if library_file(filename) else no(event, RUNTIME_CODE, import_error)
             f = frame
-            while f is not None and f.f_globals is not ns and type_(f.f_globals.get("__name__")) is str_ \
-                    and f.f_globals["__name__"].startswith("importlib"):
+            while f is not None and any_(f.f_globals is g for g in importlib_globals):
                 f = f.f_back
             if f is not None and f.f_globals is ns and type_(name) is str_ and name.partition(".")[0] not in allowed:
-                no(event, IMPORT.format(allowed=shown, name=name), import_error)
-        elif event in ("object.__setattr__", "object.__delattr__"):
-            patch(event, args, frame)
-        elif event == "object.__getattr__":
-            if args[1] in FRAME_ATTRS and origin(frame) not in ("import", "trusted") and not generator(frame):
-                no(event, FRAMES)
-        elif event == "sys._getframe":
-            name = frame.f_globals.get("__name__")
-            if frame.f_globals is ns or (type_(name) is str_ and name in FRAME_GIVERS
-                                         and origin(frame) not in ("import", "trusted")):
-                no(event, FRAMES)  # else a library asking for its caller's module (typing, enum, namedtuple)
-        elif event in REFLECTION:
-            if origin(frame) not in ("import", "trusted"):
-                no(event, TRACE if event.startswith(("sys.set", "sys.add")) else
-                   RUNTIME_CODE if event == "pickle.find_class" else FRAMES)
+                return no(event, IMPORT.format(allowed=shown, name=name), import_error)
+            return None
+        if event in ("object.__setattr__", "object.__delattr__"):
+            return patch(event, args, frame)
+        if event in ("object.__getattr__", "sys._getframe"):
+            return no(event, FRAMES) if frame.f_globals is ns else None  # graded code itself asks for a frame
+        if event in REFLECTION and origin(frame) not in ("import", "trusted"):
+            return no(event, TRACE if event.startswith(("sys.set", "sys.add")) else
+                      RUNTIME_CODE if event == "pickle.find_class" else FRAMES)
+        return None
 
-    def what_type(obj) -> str:
-        name = type.__dict__["__name__"].__get__(type_(obj))
-        return name if type_(name) is str_ else "an object"
-
-    def hook(event, args):
+    def checker(event, args):
         if event not in WATCHED and not event.startswith("ctypes."):
-            return
+            return None
+        if event == "object.__getattr__" and args[1] not in FRAME_ATTRS:
+            return None  # code objects (the hook's own frame walk reads f_code): harmless without exec
         me = get_ident()
         if me in inside:
-            return  # an event of this hook's own frame walk
+            return None  # the sys._getframe just below
         inside.add(me)
         try:
-            check(event, args, getframe(1))
+            frame = getframe(2)  # the event's frame: above this checker and _gate
         finally:
             inside.discard(me)
-        if keep is hook:  # never: keeps the dispatcher's registrations alive as long as the hook
-            raise AssertionError
+        if keep is checker:  # never: keeps the dispatcher's registrations alive as long as the hook
+            return None
+        return check(event, args, frame)
 
-    return hook
+    return functools.partial(_gate, checker)
 
 
 # ---- banned routines ----------------------------------------------------------------------------
