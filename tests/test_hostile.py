@@ -508,6 +508,8 @@ def test_writing_or_deleting_the_results_file_changes_nothing(tmp_path, monkeypa
     printed = json.dumps(doc)
     if confined and landlock_abi() >= 1:
         assert "could not forge" in printed and "Permission denied" in printed
+    elif not confined and os.geteuid() == 0:  # as root a worker has a uid of its own: root's folder is closed
+        assert "could not forge" in printed and "Permission denied" in printed
     elif not confined:
         assert "forged " in printed  # it did write, and the grader wrote last
 
