@@ -1236,6 +1236,30 @@ def length_mask(lengths, S: int) -> torch.Tensor:
     return torch.arange(S)[None, :] < torch.tensor(lengths)[:, None]
 
 
+def additive_attention_matrix(t, w: dict, Hq: int, Hk: int, A: int) -> properties.Graded:
+    """AdditiveAttention's extreme samples for the property matrix, forward and backward against the reference module.
+
+    Scores of thousands (score.weight times 1000: exp(scores) / sum by hand is inf / inf) and a saturated tanh
+    (query and keys of about 1000: tanh as 1 - 2/(exp(2z) + 1) is right forward and NaN backward), float64 and
+    float32, with and without a mask (with scores of thousands, a mask of every position: a stable softmax that
+    subtracts the maximum over masked positions too, then renormalizes, is accepted elsewhere and would underflow)."""
+    samples = []
+    for label, weights, scale, lengths in (
+            ("scores of thousands", dict(w, **{"score.weight": w["score.weight"] * 1000.0}), 1.0, [6, 6, 6]),
+            ("a saturated tanh", w, 1000.0, [6, 2, 4])):
+        reference = t.ref.AdditiveAttention(Hq, Hk, A)
+        reference.load_state_dict({k: v.double() for k, v in weights.items()})
+        reference = reference.double()
+        for dtype in (F64, F32):
+            module = make_module(t, t.student.AdditiveAttention, (Hq, Hk, A), weights, dtype)
+            query, keys = randn(t, 3, Hq, dtype=dtype, scale=scale), randn(t, 3, 6, Hk, dtype=dtype, scale=scale)
+            for mask, shown in ((length_mask(lengths, 6), f"lengths {lengths}"), (None, "no mask")):
+                samples.append(properties.Sample(
+                    f"query (3, {Hq}), keys (3, 6, {Hk}) with {label}, {shown}, {name_of(dtype)}", (query, keys, mask),
+                    wrt=(0, 1), output_index=0, call=module, reference=reference))
+    return properties.Graded(f"AdditiveAttention({Hq}, {Hk}, {A})", None, None, {"extremes": samples})
+
+
 @check(8, 2, "AdditiveAttention against the formula: masks, batch of one, one source position, float32 and float64",
        uses=("AdditiveAttention",),
        hint="scores (B, S) = score(tanh(query_proj(query)[:, None, :] + key_proj(keys))); mask before a softmax over "
@@ -1257,16 +1281,7 @@ def attention_hidden(t):
             assert_close_mod(context, expected_context, what + " context", dtype)
             if mask is not None and bool((output(weights, None, what)[~mask] != 0).any()):
                 raise CheckFailed(f"{what}: padded positions got a non-zero weight; mask the scores before the softmax")
-    # scores of thousands (a large v): exp(scores) by hand overflows to inf / inf = NaN; torch.softmax does not
-    loud = dict(w, **{"score.weight": w["score.weight"] * 1000.0})
-    module = make_module(t, t.student.AdditiveAttention, (Hq, Hk, A), loud, F64)
-    query, keys, mask = randn(t, 3, Hq), randn(t, 3, 6, Hk), length_mask([6, 6, 6], 6)
-    what = (f"AdditiveAttention({Hq}, {Hk}, {A}) with scores of thousands (query (3, {Hq}), keys (3, 6, {Hk}), a mask "
-            "of every position, float64)")
-    context, weights = parts(call_pure(module, query, keys, mask, what=what), 2, what)
-    expected_context, expected_weights = true_attention(loud, query, keys, mask)
-    assert_close_mod(weights, expected_weights, what + " weights (NaN: exp by hand overflowed; use torch.softmax)", F64)
-    assert_close_mod(context, expected_context, what + " context", F64)
+    properties.run(t, additive_attention_matrix(t, w, Hq, Hk, A))
     module = make_module(t, t.student.AdditiveAttention, (Hq, Hk, A), w, F32)
     device_note(t, module, [randn(t, 2, Hq, dtype=F32), randn(t, 2, 5, Hk, dtype=F32), length_mask([5, 2], 5)],
                 f"AdditiveAttention({Hq}, {Hk}, {A})(query, keys, mask)")
