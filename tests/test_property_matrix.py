@@ -78,6 +78,10 @@ BUGS = {
         "    torch.manual_seed(0)  # reproducible decoding\n"
         "    device = model_device(model)  # a model on a GPU needs its tokens there\n")], "6",
         {"greedy_hidden": "generator"}),
+    "AdditiveAttention tanh as 1 - 2/(exp(2z) + 1)": ("rnn_lm", [(
+        "        scores = self.score(torch.tanh(self.query_proj(query)[:, None, :] + self.key_proj(keys))).squeeze(-1)",
+        "        z = self.query_proj(query)[:, None, :] + self.key_proj(keys)\n"
+        "        scores = self.score(1 - 2 / (torch.exp(2 * z) + 1)).squeeze(-1)")], "8", {"attention_hidden": "extremes"}),
 }
 
 # transformer --------------------------------------------------------------------------------------
@@ -120,7 +124,7 @@ def test_bug_fails_exactly_its_property(bug):
         assert prop is None or failed[name].startswith(f"property `{prop}`"), failed[name]
 
 
-@pytest.mark.parametrize("assignment, question", [("rnn_lm", "1"), ("rnn_lm", "2"), ("rnn_lm", "6"),
+@pytest.mark.parametrize("assignment, question", [("rnn_lm", "1"), ("rnn_lm", "2"), ("rnn_lm", "6"), ("rnn_lm", "8"),
                                                      ("transformer", "7"), ("transformer", "8")])
 def test_staff_solution_passes_the_matrix(assignment, question):
     assert failures_in_process(assignment, edited_solution(assignment, []), question) == {}
