@@ -93,6 +93,15 @@ def idle(seconds):
     time.sleep(seconds)
     return 1
 
+def pid_and_limit(pid):
+    """Its own pid, and what prlimit on `pid` (a process outside, the grader) did."""
+    import resource
+    try:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (4, 4))
+        return os.getpid(), "lowered"
+    except OSError as exc:
+        return os.getpid(), type(exc).__name__
+
 def fill():
     written = 0
     for i in range(16):
@@ -214,6 +223,7 @@ if seen["own_userns"]:
     if "request_key" in code:
         sa.plant_key("lmgrade-note")
         seen["other_key"] = sb.find_key("lmgrade-note")
+    seen["pid_and_limit"] = sa.pid_and_limit(__import__("os").getpid())
     seen["forks"] = sa.fork_bomb(500)
     seen["b_after_bomb"] = sb.ok()
     userns = a.userns
@@ -247,4 +257,6 @@ def test_as_a_user_without_root_workers_are_apart_too(nobody_python):
     assert seen["reach_own"] and seen["reach_other"] == []
     assert seen.get("other_key", -1) < 0
     assert seen["forks"] < 64 and seen["b_after_bomb"] == 2 and seen["left"] == 0
+    # PID 2 of a PID namespace of its own: the grader, of the same uid, has no pid it could name
+    assert seen["pid_and_limit"] == [2, "ProcessLookupError"], seen
     assert 16 << 20 <= seen["fill"] <= 32 << 20
