@@ -492,18 +492,20 @@ def attention_cross(t):
 @check(3, 1, "MultiHeadAttention with scores near +-1000 (float64): no overflow, against SDPA", uses=ATTN,
        hint="torch.softmax subtracts each row's maximum before exp; exp(1000) by hand is inf, and inf / inf is NaN.")
 def attention_extremes(t):
-    for causal, rope in ((False, False), (True, False)):  # no RoPE: its formula is rope_formula's
-        state = plain_state(t, attention_shapes("", D))
-        x = randn(t, 2, 6, D, scale=40.0)  # scores q.k / sqrt(d_head) of size 1000: exp overflows even float64
-        what = (f"MultiHeadAttention({D}, {HEADS}, rope={rope})(x (2, 6, {D}) with entries of size 40, causal={causal}, "
-                "float64)")
-        module = make_module(t, "MultiHeadAttention", (D, HEADS), {"rope": rope}, state, F64)
-        got = module(x, None, causal)
-        if isinstance(got, torch.Tensor) and not bool(torch.isfinite(got).all()):
-            raise CheckFailed(f"{what}: the output has NaN or inf where the attention is finite: a softmax written "
-                              "as exp(scores) / sum overflows (exp(1000) is inf). Use torch.softmax, or subtract "
-                              "each row's maximum before exp.")
-        close(got, t_attention(x, as64(state), "", HEADS, causal, rope), what, F64)
+    properties.run(t, attention_matrix(t))
+
+
+def attention_matrix(t) -> properties.Graded:
+    """MultiHeadAttention's extreme samples for the property matrix: x of size 40, so scores q.k / sqrt(d_head) of
+    about 1000 (exp overflows even in float64), causal or not, float64; forward, and gradients w.r.t. x
+    and every weight against the reference's module with the same weights (no RoPE: its formula is rope_formula's)."""
+    state = plain_state(t, attention_shapes("", D))
+    reference = ref_module(t.ref, "MultiHeadAttention", (D, HEADS), {}, state)
+    module = make_module(t, "MultiHeadAttention", (D, HEADS), {}, state, F64)
+    x = randn(t, 2, 6, D, scale=40.0)
+    samples = [properties.Sample(f"x (2, 6, {D}) with entries of size 40, causal={causal}, float64", (x, None, causal),
+                                 wrt=(0,), tol=DEEP_TOL[F64]) for causal in (False, True)]
+    return properties.Graded(f"MultiHeadAttention({D}, {HEADS})", module, reference, {"extremes": samples})
 
 
 @check(3, 1, "MultiHeadAttention gradients w.r.t. x, context and every weight (float64), on any device", uses=ATTN)
