@@ -65,7 +65,7 @@ BUGS = {
     "attention scaled by sqrt(d_model)": (
         [("/ math.sqrt(self.d_head)  # (B, h, T, T_k)", "/ math.sqrt(x.shape[-1])")], {"3"},
         {"attention_self", "attention_cross", "attention_gradients", "public_block", "block_builtin",
-         "block_gradients"}),
+         "block_gradients", "attention_extremes"}),  # extremes: scores of 1000 / sqrt(2) are not quite one-hot
     "RoPE rotates the pairs (k, k + d/2)": (
         [("    even, odd = x[..., 0::2], x[..., 1::2]\n"
           "    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)",
