@@ -263,7 +263,12 @@ class Sandbox:
         if self._channel is not None:
             self._channel.close()
         self.proc, self._channel, self._loaded = None, None, False
-        if self.cgroups:  # whatever is still in its cgroups goes too, then the cgroups
+        if self.cgroups:  # whatever is still in its cgroups goes too (cgroup.kill on v2), then the cgroups
+            for group in self.cgroups:
+                try:
+                    (group / "cgroup.kill").write_text("1")
+                except OSError:  # v1 has none
+                    pass
             for pid in cgroup_members(self.cgroups):
                 try:
                     os.kill(pid, signal.SIGKILL)
