@@ -32,7 +32,7 @@ from autograder.checking.provenance import assert_descends, start_profile
 from autograder.checking.purity import call_pure, call_twice
 from autograder.checking.reference_results import reference_result
 from autograder.checking.remote import StudentError
-from autograder.checking.torch_checks import (MODULE_TOLERANCES, assert_device_agnostic, assert_global_generator_untouched,
+from autograder.checking.torch_checks import (MODULE_TOLERANCES, assert_device_agnostic,
                                      gradcheck, load_weights, output, randn)
 from autograder.errors import CheckFailed
 

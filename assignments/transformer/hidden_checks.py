@@ -35,7 +35,7 @@ from autograder.checking.provenance import assert_descends, start_profile
 from autograder.checking.purity import call_pure, call_twice
 from autograder.checking.reference_results import reference_result
 from autograder.checking.remote import StudentError
-from autograder.checking.torch_checks import (assert_device_agnostic, assert_global_generator_untouched, assert_param_grads,
+from autograder.checking.torch_checks import (assert_device_agnostic, assert_param_grads,
                                      gradcheck, load_weights)
 from autograder.errors import CheckFailed
 
