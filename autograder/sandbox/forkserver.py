@@ -214,8 +214,9 @@ def serve(argv: list[str]) -> None:
                ctypes.c_ulong(0))
     from autograder.sandbox import support, worker  # noqa: F401 - every worker loads them
     if "torch" in preload:
-        import torch
-        worker.settle_meta_kernels(torch)
+        import torch  # noqa: F401
+        from autograder.sandbox import simulated_device
+        simulated_device.install()  # what a worker's load does first, done once for all its workers
     while True:
         try:
             data, fds, _, _ = socket.recv_fds(sock, 1 << 16, 3)
