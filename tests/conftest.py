@@ -24,12 +24,15 @@ simulated_device.install()
 def policy_off(monkeypatch):
     """Grade code outside the graded-code subset as if it were inside it.
 
-    Why: the policy refuses reflection, `os`, `sys` and patching before anything runs; tests of the
-    layers beneath it (worker limits, confinement, what crosses the wire) still need hostile code to
-    run, so that each layer holds on its own. `tests/test_policy.py` tests the policy itself.
+    Why: the policy refuses reflection, `os`, `sys` and patching before anything runs, and the
+    worker's guard (sandbox/guard.py) processes, code made at run time and course files while it
+    runs; tests of the layers beneath them (worker limits, confinement, what crosses the wire)
+    still need hostile code to run, so that each layer holds on its own. `tests/test_policy.py`
+    tests the policy itself, `tests/test_runtime_guard.py` the guard.
     """
-    from autograder.sandbox import policy
+    from autograder.sandbox import guard, policy
     monkeypatch.setattr(policy, "refused", lambda cells, assignment: {})
+    monkeypatch.setattr(guard, "rules_for", lambda assignment: None)  # the worker's guard off too
 
 
 @pytest.fixture
