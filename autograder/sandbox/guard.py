@@ -6,13 +6,13 @@ worker refuses the capability itself, before the first graded cell runs, with me
 code cannot undo:
 
 * a CPython audit hook (`sys.addaudithook`: it cannot be removed, and nothing lists it): no code
-  made after load (`compile`, `exec`, `marshal`, code or function objects made by hand), except
-  the worker's compile of the cells, the imports of installed library files, and the stdlib code
-  generators correct code uses (`GENERATORS`), recognised by the frame of their own entry point
-  standing between the event and any graded frame; no processes, `ctypes`, tracers, frames or
-  the collector's lists from graded code; imports from graded frames only of the assignment's
-  modules; no open of the course's or the engine's files; no rewriting of a library's functions
-  or classes. Its state lives in closures that only frames and the collector could reach.
+  run that was made after load (`exec`/`eval`, `marshal`, `pickle.find_class`, code or function
+  objects made by hand), except the cells' own text, installed libraries' imports, and the stdlib
+  generators correct code uses (`collections.namedtuple`, `dataclasses.dataclass`), recognised by
+  the frame of their own entry standing between the event and any graded frame; no processes,
+  `ctypes`, tracers, frames asked for by graded code, or the collector's lists; `import`
+  statements only of the assignment's modules; no open of the course's or the engine's files; no
+  rewriting of a function's code or a library function's or class's special attributes.
 * torch's dispatcher: every aten operator whose name is in the assignment's `forbidden` families
   gets a kernel that raises, so `F.layer_norm`, `torch.native_layer_norm`, `torch.ops.aten...`
   and whatever library path ends there fail alike; Python routines of those names (optimizers'
@@ -63,11 +63,6 @@ FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})  # wha
 LISTING = frozenset({"os.listdir", "os.scandir", "glob.glob", "os.walk", "os.fwalk"})
 WATCHED = (PROCESS_EVENTS | CODE_EVENTS | REFLECTION | LISTING
            | {"import", "open", "object.__setattr__", "object.__delattr__", "object.__getattr__", "sys._getframe"})
-
-# The stdlib's code generators that ordinary correct code triggers (a dataclass, a namedtuple, a
-# typing.NamedTuple): `module: entry function`. Their compile/exec is allowed only when the
-# entry's own frame is met, walking out from the event, before any graded frame.
-GENERATORS = {"collections": ("namedtuple",), "dataclasses": ("_process_class",)}
 
 # Python routines that compute a banned family from allowed operators, looked up in these modules.
 PY_MODULES = ("torch", "torch.functional")  # these modules, and every loaded module below these:
