@@ -50,7 +50,8 @@ BUGS = {
                                                              "        weights = weights * mask\n    if mask"))],
         {"2"}, MASKING),
     "softmax weights detached from the graph": (
-        [(SOFTMAX, SOFTMAX.replace("dim=-1)", "dim=-1).detach()"))], {"2"}, {"public_sdpa", "sdpa_gradients"}),
+        [(SOFTMAX, SOFTMAX.replace("dim=-1)", "dim=-1).detach()"))], {"2"},
+        {"public_sdpa", "sdpa_gradients", "sdpa_stability"}),  # stability: the gradients at extreme scores too
     "causal mask off by one": (
         [("    return j <= i + (T_k - T_q)", "    return j < i + (T_k - T_q)")], {"3"},
         {"public_masks", "causal_mask_hidden"}),
@@ -225,7 +226,7 @@ NEW_BUGS = {
     "softmax computed in float32 and cast back": (
         [(SOFTMAX, SOFTMAX.replace("torch.softmax(scores, dim=-1)",
                                    "torch.softmax(scores.float(), dim=-1).to(scores.dtype)"))], {"2", "7"},
-        SDPA_NUMERICS - {"sdpa_stability"} | {"float64_functions"} | FLOAT64_MODULES),
+        SDPA_NUMERICS | {"float64_functions"} | FLOAT64_MODULES),  # sdpa_stability: its float64 gradients at extremes
     "fully masked rows found with mask.all instead of ~mask.any": (
         [(ZERO, ZERO.replace("~mask.any(", "~mask.all("))], {"2"}, MASKING),
     "-1e9 fill and fully masked rows left uniform": (
