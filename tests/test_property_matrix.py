@@ -78,6 +78,9 @@ BUGS = {
         "    torch.manual_seed(0)  # reproducible decoding\n"
         "    device = model_device(model)  # a model on a GPU needs its tokens there\n")], "6",
         {"greedy_hidden": "generator"}),
+    "RNNCell tanh as sinh(z) / cosh(z)": ("rnn_lm", [(RNN_CELL,
+        "        z = x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T + self.bias_hh\n"
+        "        return torch.sinh(z) / torch.cosh(z)")], "1", {"public_rnn": None, "rnn_cell_hidden": "extremes"}),
     "AdditiveAttention tanh as 1 - 2/(exp(2z) + 1)": ("rnn_lm", [(
         "        scores = self.score(torch.tanh(self.query_proj(query)[:, None, :] + self.key_proj(keys))).squeeze(-1)",
         "        z = self.query_proj(query)[:, None, :] + self.key_proj(keys)\n"
@@ -113,6 +116,38 @@ BUGS |= {
     "seq2seq greedy_decode seeds torch's global generator": ("transformer", [(S2S_GREEDY,
         "    torch.manual_seed(0)  # reproducible decoding\n" + S2S_GREEDY)], "8", {"greedy_decode_matches": "generator"}),
 }
+
+
+# Correct code written differently keeps full marks on the question the matrix runs in.
+CORRECT = {
+    "tanh and sigmoid through each other (2 sigmoid(2z) - 1, (1 + tanh(z / 2)) / 2)": ("rnn_lm", [
+        (RNN_CELL, "        z = x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T + self.bias_hh\n"
+                   "        return 2 * torch.sigmoid(2 * z) - 1"),
+        (LSTM_C, "        def sigmoid(z):\n            return (1 + torch.tanh(z / 2)) / 2\n\n"
+                 "        c = sigmoid(f) * c + sigmoid(i) * torch.tanh(g)"),
+        (LSTM_H, LSTM_H.replace("torch.sigmoid(o)", "sigmoid(o)"))], ("1", "2")),
+    "beam_search returns the empty hypothesis only after its loop (no early return)": ("rnn_lm", [
+        ("    if max_len == 0:\n        return [([], 0.0)]  # the empty hypothesis: nothing generated, log-probability 0\n",
+         ""),
+        ("    scored = [(tokens, logprob / len(tokens) ** alpha) for tokens, logprob in finished]",
+         "    scored = [(tokens, logprob / len(tokens) ** alpha if tokens else 0.0) for tokens, logprob in finished]")],
+        ("6",)),
+    "filter_logits: top-k threshold by sort on the last dimension": ("transformer", [
+        (TOPK, "        kth = logits.sort(dim=-1, descending=True).values[..., min(top_k, logits.shape[-1]) - 1, None]\n")],
+        ("7",)),
+    "seq2seq greedy_decode fills a preallocated (B, n + 1) tensor": ("transformer", [(S2S_GREEDY,
+        "    out = torch.full((src.shape[0], n + 1), bos, dtype=torch.long, device=src.device)\n    for i in range(n):\n"
+        "        out[:, i + 1] = model.decode(out[:, :i + 1], memory)[:, -1].argmax(dim=-1)\n    return out[:, 1:]\n")],
+        ("8",)),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(CORRECT))
+def test_correct_variant_passes_the_matrix(variant):
+    assignment, replacements, questions = CORRECT[variant]
+    text = edited_solution(assignment, replacements)
+    for question in questions:
+        assert failures_in_process(assignment, text, question) == {}, question
 
 
 @pytest.mark.parametrize("bug", sorted(BUGS))
