@@ -31,6 +31,8 @@ def test_values_stay_real_and_mixing_with_a_cpu_tensor_raises_as_on_cuda():
         assert type(x.cpu()) is torch.Tensor and torch.equal(x.cpu(), torch.arange(6.0).reshape(2, 3))
         y = torch.zeros(2, 3, device=device)
         assert y.add_(1) is y and y.sum().item() == 6.0  # in place: the same tensor back
+        y.data = torch.full((2, 3), 7.0, device=device)  # as an optimizer written with p.data does
+        assert y.sum().item() == 42.0 and y.data.sum().item() == 42.0
         c = torch.zeros(2, 3)
         assert c.copy_(x) is c and type(c) is torch.Tensor and c[1, 2].item() == 5.0  # a copy to the host
 

@@ -26,6 +26,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 NAME = "accel"
 DEVICE = None  # torch.device(NAME, 0) once `install` ran
 _RealGenerator = torch.Generator
+_DATA = torch.Tensor.data  # the `.data` descriptor, whose setter reaches __torch_function__
 
 aten = torch.ops.aten
 # Operators that legitimately take CPU tensors beside device ones, as on CUDA: copies between
@@ -102,6 +103,11 @@ class SimTensor(torch.Tensor):
         kwargs = kwargs or {}
         if func is torch.Tensor.tolist:
             return args[0]._cpu.tolist()
+        if getattr(func, "__self__", None) is _DATA and func.__name__ == "__set__" and isinstance(args[1], SimTensor):
+            with torch._C.DisableTorchFunctionSubclass():
+                func(*args)  # shape and dtype
+            args[0]._cpu = args[1]._cpu  # `p.data = new`: the values too, shared as set_data shares storage
+            return None
         if func in (torch.Tensor.numpy, torch.Tensor.__array__):
             raise TypeError(f"can't convert {NAME}:0 device type tensor to numpy. Use Tensor.cpu() to copy "
                             "the tensor to host memory first.")
