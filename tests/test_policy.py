@@ -325,3 +325,54 @@ def test_every_starter_states_the_rules_with_its_imports():
         assert not missing, (assignment.id, missing)
         assert build.notebook(assignment, "starter").count("plain Python the grader can read") == 1
 
+
+
+# Text rules relaxed because the worker's guard (autograder/sandbox/guard.py) refuses the same thing
+# where it runs: name -> (graded cell, its function that must be refused when called).
+GUARDED = {
+    "typing.get_type_hints evaluating a string annotation": (
+        "import typing\nclass C:\n    x: \"__import__('os').getcwd()\"\n    y: typing.ForwardRef('len([])')\n"
+        "def hints():\n    return typing.get_type_hints(C)\n", "hints"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GUARDED))
+def test_what_the_text_rules_let_the_guard_refuse_is_refused_where_it_runs(case):
+    import subprocess
+    import sys
+    source, name = GUARDED[case]
+    assert refused(source, assignment="ngram") == {}
+    probe = ("import sys\nfrom autograder.sandbox import guard\n"
+             f"source = {source!r}\nns = {{'__name__': guard.SUBMISSION}}\n"
+             "guard.install(ns, (source,), {'family': None, 'exact': [], 'imports': ['typing'], 'deny': []})\n"
+             "exec(compile(source, '<graded cell 1>', 'exec'), ns)\n"
+             f"try:\n    ns[{name!r}]()\nexcept PermissionError as err:\n    print('refused:', err)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.stdout.startswith("refused: graded code may not run code made at run time"), done.stdout + done.stderr
+
+
+def test_a_notebook_with_lines_outside_the_subset_is_graded_around_them(tmp_path):
+    """End to end: lines outside the subset that would run at load are not run and named in the notes;
+    only the checks of the name one of them changes are withheld, every other check is graded."""
+    from autograder.grading import runner
+    from tests.helpers import edited_solution
+    text = edited_solution("attention", [
+        ("def bilinear_attention(h_dec, H_enc, W):\n",
+         "import os\nprint(os.getcwd())\nbanner = eval('1')\n\n\ndef bilinear_attention(h_dec, H_enc, W):\n"),
+        ('    return torch.einsum("bs,bsd->bd", weights, H_enc), weights\n',
+         '    return torch.einsum("bs,bsd->bd", weights, H_enc), weights\n\n\n'
+         "bilinear_attention.__dict__['x'] = 1\n")])
+    path = tmp_path / "submission.py"
+    path.write_text(text)
+    patch = "bilinear_attention.__dict__['x'] = 1"
+    line = {what: text.split("\n").index(what) + 1 for what in ("import os", "banner = eval('1')", patch)}
+    report = runner.grade(path, assignments.get("attention"), device="cpu", questions={"1"})
+    results = {r.name: r for r in report.results}
+    assert results["dot_product_hidden"].passed, results["dot_product_hidden"].output
+    withheld_checks = {name for name, r in results.items() if not r.passed}
+    assert withheld_checks and all("Not graded: `bilinear_attention`" in results[n].output for n in withheld_checks)
+    assert f"line {line[patch]}: double-underscore" in results["bilinear_hidden"].output
+    notes = " ".join(report.notes)
+    for what in line.values():
+        assert f"(graded cell 1, line {what}: " in notes

@@ -104,9 +104,16 @@ RUNTIME_MODULES = frozenset({
     "numpy.ctypeslib", "numpy.f2py", "numpy.lib.format", "numpy.lib.npyio", "numpy.testing.extbuild",
 })
 RUNTIME_ROUTINES = frozenset({
-    "torch.load", "torch.compile", "numpy.load", "numpy.lib.stride_tricks.as_strided", "typing.get_type_hints",
-    "typing.ForwardRef", "dataclasses.make_dataclass", "string.Formatter",
+    "torch.load", "torch.compile", "numpy.load", "numpy.lib.stride_tricks.as_strided", "dataclasses.make_dataclass",
+    "string.Formatter",
 })
+# Relaxed: `typing.get_type_hints` and `typing.ForwardRef` (they evaluate string annotations) were
+# listed here, one spelling each among many (`functools.singledispatch` reaches the same `eval`).
+# The worker's guard refuses what they do, whatever the spelling: its audit hook sees the `compile`
+# and `exec` of a string from graded code (guard.CODE_EVENTS) and raises PermissionError.
+# Everything else above stays: loaders of data as code and `as_strided` (raw memory) are not code
+# made from a string, and `make_dataclass`/`Formatter` are reflection (names from strings), which
+# the guard does not see.
 # Library calls that change a library for every caller: global hooks and registries (also
 # `register_module_*`: hooks on every nn.Module call), and class decorators applied to a class that
 # is not the student's (`dataclass(nn.Linear)` rewrites `nn.Linear.__init__`).
