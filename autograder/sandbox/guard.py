@@ -72,14 +72,30 @@ PY_TREES = ("torch.nn", "torch.optim")
 def rules_for(assignment) -> dict:
     """What the worker's guard needs for `assignment`, sent with the load request (plain JSON): the
     `forbidden` families (forbidden.Banned), the modules graded cells may import
-    (policy.allowed_imports) and the folders no graded code may open (the course's, as Landlock's)."""
+    (policy.allowed_imports), the folders no graded code may open (the course's, as Landlock's),
+    and, for a torch assignment, the banned aten operators and Python routines found here, so that
+    each worker need not look for them (the same torch: the worker runs this interpreter's)."""
     from autograder.sandbox.files import _course_data
     from autograder.sandbox.forbidden import Banned
     from autograder.sandbox.policy import allowed_imports
     banned = Banned(assignment.forbidden)
-    return {"family": banned.family.pattern if banned.family is not None else None,
-            "exact": sorted(banned.exact), "imports": sorted(allowed_imports(assignment)),
-            "deny": [str(p) for p in _course_data()]}
+    rules = {"family": banned.family.pattern if banned.family is not None else None,
+             "exact": sorted(banned.exact), "imports": sorted(allowed_imports(assignment)),
+             "deny": [str(p) for p in _course_data()]}
+    if banned and assignment.uses_torch:
+        rules.update(_torch_lists(rules["family"], tuple(rules["exact"])))
+    return rules
+
+
+@functools.lru_cache(maxsize=None)
+def _torch_lists(family, exact) -> dict:
+    import torch
+    pattern = re.compile(family) if family else None
+
+    def banned(name: str) -> bool:
+        return name in exact or (pattern is not None and pattern.match(name) is not None)
+    return {"ops": banned_ops(torch, banned),
+            "routines": [f"{m}:{a}" for m, a, _ in banned_routines(banned, frozenset(exact))]}
 
 
 def install(ns: dict, sources: tuple, rules: dict, report=None, trusted=()) -> dict:
@@ -101,8 +117,8 @@ def install(ns: dict, sources: tuple, rules: dict, report=None, trusted=()) -> d
     if torch is not None and (family is not None or exact):
         with warnings.catch_warnings():  # "overriding a previously registered kernel", for each one
             warnings.simplefilter("ignore")
-            done["ops"], keep = _switch_off_ops(torch, banned)
-        done["routines"] = _switch_off_routines(banned, exact)
+            done["ops"], keep = _switch_off_ops(torch, banned, rules.get("ops"))
+        done["routines"] = _switch_off_routines(banned, exact, rules.get("routines"))
     else:
         keep = None
     allowed = frozenset(rules.get("imports", ())) | {"__future__"}
@@ -427,11 +443,11 @@ def banned_ops(torch, banned) -> list[str]:
     return sorted(out)
 
 
-def _switch_off_ops(torch, banned):
-    """Give every banned aten operator a kernel that raises, on every key it could run on."""
+def _switch_off_ops(torch, banned, ops=None):
+    """Give every banned aten operator (`ops`: the grader's list) a kernel that raises, on every key it could run on."""
     lib = torch._C._dispatch_library("IMPL", "aten", "")
     has = torch._C._dispatch_has_kernel_for_dispatch_key
-    ops = banned_ops(torch, banned)
+    ops = banned_ops(torch, banned) if ops is None else list(ops)
     for op in ops:
         name = op.partition(".")[0]
         qualified = "aten::" + op
@@ -465,33 +481,47 @@ def _raiser(message: str, nfree: int) -> types.CodeType:
     return code.replace(co_consts=tuple(message if c == _PLACEHOLDER else c for c in code.co_consts))
 
 
-def _switch_off_routines(banned, exact) -> list[str]:
-    """Replace the code of torch's Python routines in a banned family (functions, and every method
-    of a banned class), in the modules PY_MODULES name and those below them that are loaded."""
-    done = []
-    seen: set[int] = set()
-    for modname, module in list(sys.modules.items()):
-        if not isinstance(module, types.ModuleType) or not (modname in PY_MODULES or any(
-                modname == m or modname.startswith(m + ".") for m in PY_TREES)):
-            continue
+def banned_routines(banned, exact, candidates=None) -> list[tuple[str, str, object]]:
+    """(module, name, object) of torch's Python routines in a banned family: functions and classes,
+    in the modules PY_MODULES names and the loaded modules below PY_TREES. `candidates`: the
+    "module:name" pairs to look at (the grader's list), instead of every name of those modules."""
+    out, seen = [], set()
+    if candidates is not None:
+        pairs = []
+        for pair in candidates:
+            modname, _, attr = pair.partition(":")
+            module = sys.modules.get(modname)
+            if isinstance(module, types.ModuleType) and attr in vars(module):
+                pairs.append((modname, attr, vars(module)[attr]))
+    else:
+        pairs = [(modname, attr, obj) for modname, module in list(sys.modules.items())
+                 if isinstance(module, types.ModuleType) and (modname in PY_MODULES or any(
+                     modname.startswith(m + ".") or modname == m for m in PY_TREES))
+                 for attr, obj in list(vars(module).items())]
+    for modname, attr, obj in pairs:
         whole = any(part in exact for part in modname.split("."))  # e.g. torch.optim.lr_scheduler
-        for attr, obj in list(vars(module).items()):
-            if not (whole or banned(attr)) or id(obj) in seen:
-                continue
-            home = str(getattr(obj, "__module__", "") or "")
-            if not home.startswith("torch") or (whole and not banned(attr) and home != modname):
-                continue  # a whole module is banned for what it defines, not for what it imports
+        if not (whole or banned(attr)) or id(obj) in seen:
+            continue
+        home = str(getattr(obj, "__module__", "") or "")
+        if not home.startswith("torch") or (whole and not banned(attr) and home != modname):
+            continue  # a whole module is banned for what it defines, not for what it imports
+        if type(obj) is types.FunctionType or isinstance(obj, type):
             seen.add(id(obj))
-            message = BANNED.format(name=f"{modname}.{attr}")
-            if type(obj) is types.FunctionType:
-                _replace(obj, message)
-                done.append(f"{modname}.{attr}")
-            elif isinstance(obj, type):
-                for value in list(vars(obj).values()):
-                    fn = getattr(value, "__func__", value)
-                    if type(fn) is types.FunctionType:
-                        _replace(fn, message)
-                done.append(f"{modname}.{attr}")
+            out.append((modname, attr, obj))
+    return out
+
+
+def _switch_off_routines(banned, exact, candidates=None) -> list[str]:
+    """Replace the code of each banned routine (a class: every method it defines) by a raiser."""
+    done = []
+    for modname, attr, obj in banned_routines(banned, exact, candidates):
+        message = BANNED.format(name=f"{modname}.{attr}")
+        functions = [obj] if type(obj) is types.FunctionType else [
+            getattr(value, "__func__", value) for value in list(vars(obj).values())]
+        for fn in functions:
+            if type(fn) is types.FunctionType:
+                _replace(fn, message)
+        done.append(f"{modname}.{attr}")
     return sorted(done)
 
 
