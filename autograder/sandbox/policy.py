@@ -37,12 +37,16 @@ the names it binds. Nothing at load zeroes a whole notebook; each statement not 
 (`NOT_RUN`) with its cell and line. The starter states the rules; getting round them counts as
 not attempting the question.
 
-What is not relaxed, and why: the text rules stay wherever they are the only layer that sees the
-code (assignment into a library module or class, a module used as a value, names resolved for the
-banned-routine scan), and wherever a refusal gives a clear early message. The run-time guard of
-the worker (CPython audit hooks, torch's dispatcher; issue 30) is a second layer under these
-rules, not a replacement of any of them here: every relaxation above is of code the grader can
-read as it is written.
+How the two layers share the work: the worker's guard (autograder/sandbox/guard.py: a CPython
+audit hook, raising kernels at torch's dispatcher) refuses capabilities where they run, whatever
+the spelling. A text rule that only listed one more spelling of such a capability is relaxed where
+the guard covers it, and says so where it was (`typing.get_type_hints`, `typing.ForwardRef`: the
+hook refuses the `compile`/`exec` of a string from graded code). Every other relaxation above is of
+code the grader can read as written. The text rules stay wherever they are the only layer that
+sees the code (assignment into a library module or class, and a module used as a value, which would
+let a parameter carry a module into such an assignment; the guard does not see module attributes
+being set), wherever they keep the code readable for the banned-routine scan (reflection, names
+from strings), and wherever a refusal gives a clear early message (`eval`, `exec`, `torch.jit`).
 
 Known limit: a library class handed to a parameter of the student's own function and patched
 there (`def f(c): c.forward = ...`, `f(nn.Linear)`) is not seen; the patch rule sees modules,
