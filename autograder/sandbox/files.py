@@ -77,7 +77,11 @@ def _course_data() -> list[Path]:
 def _site_dirs(extra_roots=()) -> set[str]:
     """Folders of installed packages: this interpreter's, and those below the given prefixes."""
     import site
-    dirs = {p for k, p in sysconfig.get_paths().items() if k in ("purelib", "platlib")}
+    try:  # an interpreter whose platform data cannot be read (a faked sys.platform) still lists sys.path
+        paths = sysconfig.get_paths()
+    except (ImportError, KeyError, OSError):
+        paths = {}
+    dirs = {p for k, p in paths.items() if k in ("purelib", "platlib")}
     try:
         dirs.update(site.getsitepackages())
     except AttributeError:
