@@ -117,6 +117,17 @@ BUGS = {
     "transformer train_seq2seq makes its BOS column on the CPU": ("transformer", [(
         "    bos = torch.full((s[\"batch_size\"], 1), s[\"bos\"], dtype=torch.long, device=src.device)",
         "    bos = torch.full((s[\"batch_size\"], 1), s[\"bos\"], dtype=torch.long)")], "8", "seq2seq_train_seeded"),
+    # a mask kept in a plain attribute stays on the CPU when the module moves (a buffer would move): Q3's device
+    # probes fail (those of attention and of the Block built on it; Q7's generate and cache probes as well)
+    "causal mask in a plain attribute, not a buffer": ("transformer", [(
+        "            i = torch.arange(T, device=x.device)[:, None] + (T_k - T)\n"
+        "            j = torch.arange(T_k, device=x.device)[None, :]\n"
+        "            scores = scores.masked_fill(j > i, float(\"-inf\"))\n",
+        "            scores = scores.masked_fill(self.future[T_k - T:T_k, :T_k], float(\"-inf\"))\n"),
+        ("        self.out_proj = nn.Linear(d_model, d_model, bias=bias)\n",
+         "        self.out_proj = nn.Linear(d_model, d_model, bias=bias)\n"
+         "        self.future = torch.ones(256, 256, dtype=torch.bool).triu(1)\n")], "3",
+        {"attention_gradients", "block_gradients"}),
     # issue 30: a hard-coded CPU mask behind a refusal of `meta`; SDPA's probe and those of the modules built on it
     "attention's mask=None replaced by a CPU mask, behind `if q.is_meta: raise`": ("attention", [(
         "    if mask is not None:\n        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)",
@@ -151,9 +162,18 @@ CORRECT = {
         ("        self.score = nn.Linear(attn_size, 1, bias=False)\n",
          "        self.score = nn.Linear(attn_size, 1, bias=False)\n        self.mask_dtype = torch.bool\n"
          "        self.fill = float(\"-inf\")\n")], "8"),
-    "train_lm moves the model and stream with .to(device) from the stream's... model, and logs .item()": ("rnn_lm", [(
+    "train_lm moves the batched stream to the model's device in a second statement": ("rnn_lm", [(
         TRAIN_LOOP_RNN, "    data = batchify(stream, batch_size)\n    data = data.to(next(model.parameters()).device)")],
         "4"),
+    "causal mask from a register_buffer that moves with the module": ("transformer", [(
+        "            i = torch.arange(T, device=x.device)[:, None] + (T_k - T)\n"
+        "            j = torch.arange(T_k, device=x.device)[None, :]\n"
+        "            scores = scores.masked_fill(j > i, float(\"-inf\"))\n",
+        "            scores = scores.masked_fill(self.future[T_k - T:T_k, :T_k], self.fill)\n"),
+        ("        self.out_proj = nn.Linear(d_model, d_model, bias=bias)\n",
+         "        self.out_proj = nn.Linear(d_model, d_model, bias=bias)\n"
+         "        self.register_buffer(\"future\", torch.ones(256, 256, dtype=torch.bool).triu(1), persistent=False)\n"
+         "        self.fill = float(\"-inf\")\n")], "3"),
 }
 
 
