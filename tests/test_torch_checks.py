@@ -86,6 +86,10 @@ def train_steps(model, x, y, steps):  # .item() in the loop, model and data alre
         losses.append(loss.item())
     return losses
 
+def jittered(x):  # Python's own generator: the same draws in the CPU run and the device run
+    import random
+    return x + random.random()
+
 def train_steps_cpu_ones(model, x, y, steps):  # a weight vector made without device=
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for _ in range(steps):
@@ -181,6 +185,10 @@ def test_samplers_right_on_a_gpu_pass(student):
     (also by a `Generator` imported from torch when the cell loaded)."""
     for name in ("gumbel_max", "device_generator", "imported_generator"):
         assert_device_agnostic(getattr(student, name), [x64(4, 6), 5], name, follows_dtype=False)
+
+
+def test_draws_from_python_s_generator_are_the_same_in_both_runs(student):
+    assert_device_agnostic(student.jittered, [x64(2, 3)], "jittered")
 
 
 def test_a_cpu_generator_drawing_for_device_tensors_fails(student):

@@ -260,8 +260,8 @@ class Worker:
         tensor with a CPU one raises as CUDA does. Floats go in `dtype`; modules (the target and any
         argument) are deep copies moved like `model.to(device)`, so the grader's objects are left
         alone; without `move_data` only modules move (a training loop's data stay on the CPU, where a
-        caller keeps them beside a model on a GPU). With `seed`, torch's global generator is seeded
-        first, so a CPU run and a device run draw the same numbers. Returns {"outputs": the call's value, "states": the state dict of every
+        caller keeps them beside a model on a GPU). With `seed`, torch's, Python's and numpy's global
+        generators are seeded first, so a CPU run and a device run draw the same numbers. Returns {"outputs": the call's value, "states": the state dict of every
         module copy after the call}. Nothing here is believed: the grader compares the values with
         the CPU run, and a report from here can only fail a check (a graded cell can replace this).
         """
@@ -275,6 +275,8 @@ class Worker:
         kwargs = self.decode(msg.get("kwargs", {"__dict__": []}), arrays)
         if msg.get("seed") is not None:  # the CPU generator is the simulated device's too
             torch.random.default_generator.manual_seed(int(msg["seed"]))
+            random.seed(int(msg["seed"]))
+            np.random.seed(int(msg["seed"]) % (1 << 32))
         place = simulated_device.active(self.module.__dict__) if msg.get("simulated") else _on_cpu()
         with place as device:
             fn, args, kwargs = simulated_device.to_device((fn, args, kwargs), device, dtype,
