@@ -376,3 +376,16 @@ def test_a_notebook_with_lines_outside_the_subset_is_graded_around_them(tmp_path
     notes = " ".join(report.notes)
     for what in line.values():
         assert f"(graded cell 1, line {what}: " in notes
+
+
+def test_a_banned_routine_called_at_load_is_not_run_and_the_rest_of_its_cell_loads():
+    """The worker's guard makes a banned routine raise; called at load, it would stop the rest of its
+    cell. The statement is not run instead, and costs only the names it binds."""
+    source = ("import torch\nimport torch.nn.functional as F\nCHECK = F.layer_norm(torch.ones(2, 3), (3,))\n"
+              "def rms(x):\n    return x / x.pow(2).mean(-1, keepdim=True).sqrt()\nprint(rms(torch.ones(3)))\n")
+    found = refused(source, assignment="transformer")
+    assert set(found) == {"CHECK", policy.NOT_RUN}
+    assert str(found["CHECK"][0]).startswith("`F.layer_norm` (graded cell 1, line 3: calls a library routine")
+    (cell,) = policy.loadable(cells(source), assignments.get("transformer"), found)
+    assert cell.source.split("\n")[2].startswith("pass  # not run") and "def rms(x):" in cell.source
+    assert refused(source.replace("CHECK = F.layer_norm(", "CHECK = F.softmax("), assignment="transformer") == {}

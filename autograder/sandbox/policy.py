@@ -29,7 +29,8 @@ What a violation costs (`refused`): the top-level names whose code holds it, and
 refers to them or is changed by them (forbidden.spread); a check whose `uses` or `needs` holds one
 of them is not graded (`withheld`), so refused code never runs in a check. Code that would run
 while the cells load (a top-level statement, a class body, a decorator, a default) and holds a
-violation, calls refused code or needs a name left unbound is not run at all: `loadable` gives the
+violation, calls refused code, calls a routine the assignment bans (the worker's guard would make it
+raise and stop the rest of the cell) or needs a name left unbound is not run at all: `loadable` gives the
 worker the cells with that top-level statement replaced by `pass` on the same lines, so the rest of
 its cell loads, and the statement costs only the names it binds, changes or uses (a star import or
 `globals()`: the names it could bind). A disallowed import is left out of its statement and costs
@@ -63,8 +64,8 @@ import types
 import warnings
 
 from autograder.sandbox.extract import Cell
-from autograder.sandbox.forbidden import (Program, Use, bound_names, import_binding, import_paths, label, literal_getattr,
-                                          spread)
+from autograder.sandbox.forbidden import (Banned, Program, Use, bound_names, import_binding, import_paths, label,
+                                          literal_getattr, spread)
 
 NOT_RUN = "<not run>"  # key of `refused`: the statements the worker does not run (never a student's name)
 
@@ -218,13 +219,14 @@ _JUDGED: tuple | None = None  # (key, verdict) of the last submission judged: `r
 def _judge(cells: list[Cell], assignment):
     """(refused names, {statement index: why} not run, {statement index: (import aliases left out, why)})."""
     global _JUDGED
-    key = (tuple((c.number, c.source) for c in cells), allowed_imports(assignment))
+    forbidden = tuple(sorted(getattr(assignment, "forbidden", ()) or ()))
+    key = (tuple((c.number, c.source) for c in cells), allowed_imports(assignment), forbidden)
     if _JUDGED is None or _JUDGED[0] != key:
-        _JUDGED = (key, _verdict(cells, frozenset(key[1])))
+        _JUDGED = (key, _verdict(cells, frozenset(key[1]), Banned(forbidden)))
     return _JUDGED[1]
 
 
-def _verdict(cells: list[Cell], allowed: frozenset[str]):
+def _verdict(cells: list[Cell], allowed: frozenset[str], banned: Banned | None = None):
     """See `_judge`. A violation inside a function costs that function and what reaches it. A top-level
     statement that would run outside the subset while the cells load (a decorator, a class body, a
     default, code at the top level, or a call of refused code) is not run at all; it costs the names
@@ -261,6 +263,8 @@ def _verdict(cells: list[Cell], allowed: frozenset[str]):
                 _dunder(node.name) and program.scope_of[id(node)] is program.module)
             if first is None and (kind == "star" or program.at_load(node) and not definition):
                 first = use
+        if first is None and banned:
+            first = _banned_call_at_load(program, stmt, cell, banned)
         uses_of.append(found)
         owners_of.append(owners)
         if first is not None:
@@ -289,6 +293,18 @@ def _verdict(cells: list[Cell], allowed: frozenset[str]):
             return result, dropped, {i: a for i, a in stripped.items() if i not in dropped}
         for index, use in more:
             drop(index, _not_run(use))
+
+
+def _banned_call_at_load(program: Program, stmt: ast.stmt, cell: int, banned: Banned) -> Use | None:
+    """A call, while the cells load, of a library routine the assignment bans: the worker's guard makes
+    it raise, which would stop the rest of its cell, so the statement is not run at all."""
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.Call) and program.at_load(node):
+            for path in sorted(program.paths(node.func)):
+                if banned.in_path(path):
+                    return Use(label(node.func), cell, node.lineno, "calls a library routine this assignment asks "
+                                                                    "you to write yourself while the cells load")
+    return None
 
 
 def _not_run(use: Use, what: str = "statement") -> Use:
