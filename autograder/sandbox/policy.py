@@ -27,16 +27,16 @@ The subset is about readability, and generous: ordinary Python (`enum`, `operato
 
 What a violation costs (`refused`): the top-level names whose code holds it, and every name that
 refers to them or is changed by them (forbidden.spread); a check whose `uses` or `needs` holds one
-of them is not graded (`withheld`), so refused code never runs in a check. Code that would run
-while the cells load (a top-level statement, a class body, a decorator, a default) and holds a
-violation, calls refused code, calls a routine the assignment bans (the worker's guard would make it
-raise and stop the rest of the cell) or needs a name left unbound is not run at all: `loadable` gives the
+of them is not graded (`withheld`), so refused code never runs in a check. Code that would run while
+the cells load (a top-level statement, a class body, a decorator, a default) and holds a violation,
+calls refused code, calls a routine the assignment bans (the worker's guard would make it raise and
+stop the rest of the cell) or needs a name left unbound is not run at all: `loadable` gives the
 worker the cells with that top-level statement replaced by `pass` on the same lines, so the rest of
 its cell loads, and the statement costs only the names it binds, changes or uses (a star import or
 `globals()`: the names it could bind). A disallowed import is left out of its statement and costs
 the names it binds. Nothing at load zeroes a whole notebook; each statement not run is reported
-(`NOT_RUN`) with its cell and line. The starter states the rules; getting round them counts as
-not attempting the question.
+(`NOT_RUN`) with its cell and line. The starter states the rules; getting round them counts as not
+attempting the question.
 
 How the two layers share the work: the worker's guard (autograder/sandbox/guard.py: a CPython
 audit hook, raising kernels at torch's dispatcher) refuses capabilities where they run, whatever
