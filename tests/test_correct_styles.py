@@ -503,6 +503,12 @@ TRANSFORMER = {
           '        "positions": max_len * d_model if positions == "learned" else 0,\n'
           '        "head": 0 if tie_weights else vocab_size * d_model,\n    }\n'
           "    return sum(parts.values())\n")], {"4"}),
+    "an nn.ModuleList filled by append in a loop": (
+        [("        self.blocks = nn.ModuleList([Block(d_model, n_heads, d_ff, bias=bias, post_norm=post_norm,\n"
+          "                                           rope=positions == \"rope\") for _ in range(n_layers)])\n",
+          "        self.blocks = nn.ModuleList()\n        for _ in range(n_layers):\n"
+          "            self.blocks.append(Block(d_model, n_heads, d_ff, bias=bias, post_norm=post_norm,\n"
+          "                                     rope=positions == \"rope\"))\n")], {"4"}),
 }
 
 STYLES = {"attention": ATTENTION, "ngram": NGRAM, "backprop": BACKPROP, "rnn_lm": RNN_LM, "transformer": TRANSFORMER}
