@@ -1412,21 +1412,16 @@ def greedy_translate_hidden(t):
     cases = [("a half-trained", partly_trained_s2s(t.ref, t.seed % 1000), GREEDY_S2S, (7, 4, 1)),
              ("a random", s2s_weights(t.ref, t.seed % 1000, **SMALL), SMALL, (5,))]
     src, _ = digit_pairs(t.rng, 8, 6)
-    for label, state, dims, lengths in cases:
+    S, samples = properties.Sample, {"shapes": [], "edges": []}
+    for label, state, dims, lengths in cases:  # rows of different lengths; max_len=0 is no step at all
         name = f"Seq2Seq(13, {', '.join(map(str, dims.values()))}) with {label} model's weights"
-        model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, *dims.values()), state, F64)
-        reference = s2s_reference(t.ref, state, **dims)
-        for max_len in lengths:
-            what = f"greedy_translate({name}, src (8, 6) padded, max_len={max_len})"
-            got = call_pure(t.student.greedy_translate, model, src, max_len, what=what)
-            expected = t.ref.greedy_translate(reference, src, max_len)
-            if not isinstance(got, list) or len(got) != len(expected):
-                raise CheckFailed(f"{what} should return a list of {len(expected)} lists of ids")
-            assert_equal([token_list(row, what) for row in got], expected, what)
-    what = f"greedy_translate(Seq2Seq(13, 5, 6, 4), src (8, 6) padded, max_len=0)"
-    got = call_pure(t.student.greedy_translate, model, src, 0, what=what)
-    if not isinstance(got, list) or [token_list(row, what) for row in got] != [[]] * len(src):
-        raise CheckFailed(f"{what} should return {len(src)} empty lists (no step at all), got {str(got)[:80]}")
+        both = properties.Both(make_module(t, t.student.Seq2Seq, (S2S_VOCAB, *dims.values()), state, F64),
+                               s2s_reference(t.ref, state, **dims))
+        samples["shapes"] += [S(f"{name}, src (8, 6) padded, max_len={n}", (both, src, n)) for n in lengths]
+    samples["edges"] = [S(f"{name}, src (8, 6) padded, max_len=0", (both, src, 0)),
+                        S(f"{name}, src (1, 6) (a batch of one), max_len=3", (both, src[:1], 3))]
+    properties.run(t, properties.Graded("greedy_translate", t.student.greedy_translate, t.ref.greedy_translate, samples))
+    model = both.student
     default_device_probe(t.student.greedy_translate, [model, src, 3], "greedy_translate(Seq2Seq, src (8, 6), 3)")
 
 
