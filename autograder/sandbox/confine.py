@@ -102,8 +102,9 @@ def grader_rlimits() -> tuple:
 def confine(plan: Plan, ruleset: int | None, prepared: Prepared) -> None:
     """Apply `plan` to this process; the order matters. `ruleset` is the Landlock ruleset's fd.
 
-    With `plan.pid_namespace` this process forks near the end: the caller's process stays outside as
-    the keeper (`become_pid_one`, never returns) and the child, PID 1 of its own namespaces, returns."""
+    With `plan.pid_namespace` this process forks twice at the end: the caller's process stays outside
+    as the keeper, its child is the init (PID 1) of the new namespaces (neither returns), and the
+    init's child, PID 2, returns as the worker (`namespaces.become_pid_one`)."""
     scratch = os.fsencode(plan.scratch)
     ids = (own_uid(),) * 2 if plan.own_uid else plan.ids
     identity = ids if plan.own_uid else plan.identity
