@@ -85,6 +85,9 @@ BUGS = {
         "        scores = self.score(torch.tanh(self.query_proj(query)[:, None, :] + self.key_proj(keys))).squeeze(-1)",
         "        z = self.query_proj(query)[:, None, :] + self.key_proj(keys)\n"
         "        scores = self.score(1 - 2 / (torch.exp(2 * z) + 1)).squeeze(-1)")], "8", {"attention_hidden": "extremes"}),
+    "LSTMCell candidate tanh as (exp(2z) - 1) / (exp(2z) + 1) (NaN forward at saturation)": ("rnn_lm", [
+        (LSTM_C, "        e = torch.exp(2 * g)\n        c = torch.sigmoid(f) * c + torch.sigmoid(i) * (e - 1) / (e + 1)")], "2",
+        {"public_lstm": None, "lstm_cell_hidden": "extremes"}),
 }
 
 # transformer --------------------------------------------------------------------------------------
