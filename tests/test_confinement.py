@@ -354,12 +354,12 @@ def test_a_fork_bomb_of_cpu_burners_changes_nothing_for_a_sibling_with_the_grade
         proc = subprocess.run([sys.executable, "-c", IN_A_CGROUP, repo, CODE], preexec_fn=join, capture_output=True,
                               text=True, timeout=300, cwd="/")
     finally:
-        for group in made:
-            shutil.rmtree(group, ignore_errors=True)  # only empty directories: rmdir of each
-            try:
-                group.rmdir()
-            except OSError:
-                pass
+        for group in made:  # a cgroup is removed with rmdir, its children first (left by a failed run)
+            for child in [p for p in group.iterdir() if p.is_dir()] + [group]:
+                try:
+                    child.rmdir()
+                except OSError:
+                    pass
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = __import__("json").loads(proc.stdout.strip().splitlines()[-1])
     assert seen["ok"] == 4
