@@ -166,3 +166,63 @@ def test_bug_fails_exactly_its_property(bug):
                                                      ("transformer", "7"), ("transformer", "8")])
 def test_staff_solution_passes_the_matrix(assignment, question):
     assert failures_in_process(assignment, edited_solution(assignment, []), question) == {}
+
+
+# properties.py on its own: each property's failure names the property, the function and the input ---------
+PLAIN = '''
+import torch
+
+def tanh(x):
+    return torch.tanh(x)
+
+def tanh_by_exp(x):
+    return 1 - 2 / (torch.exp(2 * x) + 1)
+
+def tanh_in_place(x):
+    return x.tanh_()
+
+def tanh_seeded(x):
+    torch.manual_seed(0)
+    return torch.tanh(x)
+
+def first_rows(x, n):
+    return x[:n] if n else x[0]
+'''
+
+
+def plain_student():
+    from types import SimpleNamespace
+
+    from autograder.authoring import build
+    from autograder.checking.remote import InProcessChannel, Student
+    student = Student(InProcessChannel(build.module_from_text("lmgrade_test_properties_plain", PLAIN)))
+    return SimpleNamespace(student=student)
+
+
+def matrix_failure(t, name: str, reference, samples: dict) -> str:
+    from autograder.checking import properties
+    from autograder.errors import CheckFailed
+    try:
+        properties.run(t, properties.Graded(name, getattr(t.student, name), reference, samples))
+    except CheckFailed as exc:
+        return str(exc)
+    return ""
+
+
+def test_each_property_names_itself_the_function_and_the_input_shapes():
+    import torch
+
+    from autograder.checking.properties import Sample
+    t = plain_student()
+    x = torch.linspace(-1000.0, 1000.0, 5, dtype=torch.float64)
+    loud = {"extremes": [Sample("x (5,) from -1000 to 1000, float64", (x,), wrt=(0,))]}
+    assert matrix_failure(t, "tanh", torch.tanh, loud) == ""
+    message = matrix_failure(t, "tanh_by_exp", torch.tanh, loud)
+    assert message.startswith("property `extremes` of tanh_by_exp, input x (5,) from -1000 to 1000, float64: "
+                              "the gradient w.r.t. input 0 has 2 NaN or inf entries"), message  # at 500 and 1000
+    assert matrix_failure(t, "tanh_in_place", torch.tanh, loud).startswith("property `inputs`")
+    assert matrix_failure(t, "tanh_seeded", torch.tanh, loud).startswith("property `generator`")
+    edges = {"edges": [Sample("x (5,), n=0", (x, 0))]}
+    message = matrix_failure(t, "first_rows", lambda x, n: x[:n], edges)
+    assert message.startswith("property `edges` of first_rows, input x (5,), n=0: the output: expected shape (0,)"), message
+    assert "tensor(" not in message and "-500" not in message  # the input by its description, never its values
