@@ -10,7 +10,8 @@ reference at the grader's seed. Each training run is single-threaded, as in the 
 The last row trains on the test plays themselves, which no honest run can: the grader flags a
 perplexity below FLOOR_RATIO times the reference as having seen the test text.
 
-Provenance: a submission trains from the start the grader passes (the reference's init_params with a
+Provenance (the trace is weighted by how much each entry can move the logits, ffnn_relevance): a
+submission trains from the start the grader passes (the reference's init_params with a
 secret seed; the rows below train from init_params(seed), the same draw), and its E, W and U must keep
 START_LEAST (each) and START_MEAN (on average) of the correlation with that start which the
 reference's run at the grader's seed keeps. A second table prints, per row and seed, the least and
@@ -86,8 +87,52 @@ def perplexity(module, seed: int, on_test: bool = False, row: str = "", **overri
     params, _ = module.train_ffnn(test if on_test else train, hidden.VOCAB_SIZE,
                                   **{**hidden.TRAIN_SETTINGS, "seed": seed, **overrides})
     if row:
-        SHARES[(row, seed)] = start_shares(start_of(module, seed), params, PROFILE)
+        SHARES[(row, seed)] = start_shares(start_of(module, seed), params, PROFILE, weights=relevance(params))
     return hidden.heldout_perplexity(ref, params, test, hidden.TRAIN_SETTINGS["context"])
+
+
+def relevance(params: dict) -> dict:
+    """The grader's weights for the trace (hidden_checks.ffnn_relevance) on the training plays."""
+    return hidden.ffnn_relevance(params, hidden.relevance_contexts(ref, hidden.shakespeare_ids()[0]))
+
+
+def dead_slots(start: dict, home_steps: int, beta: float, seed: int = 999) -> tuple[dict, dict]:
+    """A smaller model trained at home (28 of 64 hidden units, 10 of 32 embedding dimensions used), its
+    unused slots filled with beta x the grader's start where that changes nothing it computes: W rows
+    of 12 units with no U column, U columns of 24 units whose W row and bias are 0 (h = 0), E columns
+    of 16 dimensions no W column reads, W columns of 6 dimensions whose E column is 0. Returns (the
+    home model alone, the model with the start planted)."""
+    import numpy as np
+    s, V = hidden.TRAIN_SETTINGS, hidden.VOCAB_SIZE
+    d, H, k = s["dim"], s["hidden"], s["context"]
+    dead_h, no_u = np.arange(24), np.arange(24, 36)
+    unread, zero = np.arange(16), np.arange(16, 22)
+
+    def cols(dims):
+        return np.concatenate([dims + j * d for j in range(k)])
+
+    def mask(p):
+        p["W"][dead_h], p["b"][dead_h], p["U"][:, dead_h], p["U"][:, no_u], p["W"][no_u] = 0, 0, 0, 0, 0
+        p["W"][:, cols(unread)], p["W"][:, cols(zero)], p["E"][:, unread], p["E"][:, zero] = 0, 0, 0, 0
+        return p
+
+    train = hidden.shakespeare_ids()[0]
+    rng = np.random.default_rng(seed + 1)
+    params = mask(ref.init_params(V, d, H, k, seed))
+    contexts, targets = ref.context_windows(train, k)
+    for _ in range(home_steps):
+        batch = rng.integers(0, len(targets), size=s["batch_size"])
+        _, grads = ref.ffnn_loss_and_grads(params, contexts[batch], targets[batch])
+        for n in params:
+            params[n] -= s["lr"] * grads[n]
+        mask(params)
+    planted = {n: v.copy() for n, v in params.items()}
+    planted["U"][:, dead_h] = beta * start["U"][:, dead_h]
+    planted["W"][no_u] = beta * start["W"][no_u]
+    live = np.setdiff1d(np.arange(H), dead_h)
+    planted["W"][np.ix_(live, cols(zero))] = beta * start["W"][np.ix_(live, cols(zero))]
+    planted["E"][:, unread] = beta * start["E"][:, unread]
+    return params, planted
 
 
 def provenance_table(seeds: list[int], base: float) -> None:
@@ -102,7 +147,7 @@ def provenance_table(seeds: list[int], base: float) -> None:
     own_start = start_of(ref, seeds[1])
 
     def row(label: str, weights: dict) -> tuple[bool, float]:
-        kept = start_shares(start, weights, PROFILE)
+        kept = start_shares(start, weights, PROFILE, weights=relevance(weights))
         least, mean = min(kept.values()), sum(kept.values()) / len(kept)
         ppl = hidden.heldout_perplexity(ref, weights, test, hidden.TRAIN_SETTINGS["context"]) / base
         if label:
@@ -126,6 +171,11 @@ def provenance_table(seeds: list[int], base: float) -> None:
         alone = row("", better)[1]
         beta = dict(zip(("E", "W", "U"), cheapest[1]), b=0.0, b2=0.0)
         row(f"twice the steps ({alone:.3f}) + that blend", {k: better[k] + beta[k] * start[k] for k in better})
+    for steps in (4000, 8000):  # unused units and dimensions filled with the start: nothing the model computes changes
+        home, _ = dead_slots(start, steps, 1.0)
+        alone = row("", home)[1]
+        for beta in (10.0, 30.0):
+            row(f"dead slots, {steps} steps ({alone:.3f}) + {beta:g} x start", dead_slots(start, steps, beta)[1])
 
 
 SPREAD_VARIANTS = {

@@ -413,6 +413,35 @@ def test_backprop_gauge_terms_change_nothing_the_model_computes():
     assert np.abs(moved["U"] - params["U"]).max() > 10
 
 
+def test_backprop_trace_counts_only_where_the_model_computes_with_it():
+    """Unused hidden units and embedding dimensions filled with the grader's start change nothing the
+    model computes; unweighted they carry most of the trace, weighted by relevance (ffnn_relevance) none.
+    A model that moved from the start keeps about the same trace either way."""
+    import numpy as np
+    names = check_fn(BACKPROP, "shakespeare_ffnn").__globals__
+    ref, rng = BACKPROP.reference(), np.random.default_rng(0)
+    V, d, H, k = 300, 8, 16, 2
+    start = ref.init_params(V, d, H, k, 1)
+    home = ref.init_params(V, d, H, k, 2)  # weights of its own; slots: units 0-5 have h = 0, 6-8 no U column,
+    dead, no_u, unread, zero = np.arange(6), np.arange(6, 9), np.arange(3), np.arange(3, 4)  # dims 0-2 unread, 3 zero
+    cols = lambda dims: np.concatenate([dims + j * d for j in range(k)])  # noqa: E731
+    home["W"][dead], home["U"][:, no_u], home["W"][:, cols(unread)], home["E"][:, zero] = 0, 0, 0, 0
+    planted = {n: v.copy() for n, v in home.items()}
+    planted["U"][:, dead] = 30 * start["U"][:, dead]
+    planted["W"][no_u] = 30 * start["W"][no_u]
+    planted["W"][np.ix_(np.arange(6, H), cols(zero))] = 30 * start["W"][np.ix_(np.arange(6, H), cols(zero))]
+    planted["E"][:, unread] = 30 * start["E"][:, unread]
+    contexts = rng.integers(0, V, size=(500, k))
+    np.testing.assert_allclose(ref.ffnn_forward(planted, contexts), ref.ffnn_forward(home, contexts), atol=1e-9)
+    plain = start_correlations(start, planted, min_entries=0)
+    weighted = start_correlations(start, planted, min_entries=0, weights=names["ffnn_relevance"](planted, contexts))
+    assert min(plain[n] for n in ("E", "W", "U")) > 0.5, plain
+    assert max(abs(weighted[n]) for n in ("E", "W", "U")) < 0.1, weighted
+    moved = {n: v + 0.05 * rng.standard_normal(v.shape) for n, v in start.items()}
+    honest = start_correlations(start, moved, min_entries=0, weights=names["ffnn_relevance"](moved, contexts))
+    assert min(honest[n] / start_correlations(start, moved, min_entries=0)[n] for n in ("E", "W", "U")) > 0.9
+
+
 ATTACKS = ["trained elsewhere", "a fresh start", "a pasted start", "gauge terms from init_params",
            "gauge terms around the given start"]
 

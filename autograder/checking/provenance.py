@@ -14,12 +14,15 @@ from autograder.errors import CheckFailed
 __all__ = ["start_correlations", "start_profile", "start_shares", "assert_descends"]
 
 
-def start_correlations(start: dict, final: dict, min_entries: int = 200) -> dict[str, float]:
+def start_correlations(start: dict, final: dict, min_entries: int = 200, weights: dict | None = None) -> dict[str, float]:
     """name -> Pearson correlation of a matrix's entries at the start and after training.
 
     Why: a run from the grader's start keeps a clear trace of it in every matrix, while weights grown
     from any other start are independent of it: their correlation is noise of size 1/sqrt(entries).
     Only matrices (2-D or more) of at least `min_entries` entries count; a missing one counts as 0.
+    `weights` (name -> non-negative array that broadcasts to the matrix) makes it a weighted
+    correlation: entries that change nothing the model computes can then be given no weight, so a
+    trace planted there counts for nothing (see backprop's `ffnn_relevance`).
     """
     out = {}
     for name, value in start.items():
@@ -30,30 +33,37 @@ def start_correlations(start: dict, final: dict, min_entries: int = 200) -> dict
         if b is None or b.shape != a.shape:
             out[name] = 0.0
             continue
-        a, b = a.ravel() - a.mean(), b.ravel() - b.mean()
-        norm = float(np.linalg.norm(a) * np.linalg.norm(b))
-        out[name] = float(a @ b) / norm if norm > 0 else 0.0
+        w = np.broadcast_to(_float64(weights[name]), a.shape) if weights and name in weights else np.ones(a.shape)
+        if not (np.isfinite(w).all() and w.sum() > 0 and np.isfinite(b).all()):
+            out[name] = 0.0
+            continue
+        w = w / w.sum()
+        a, b = a - float((w * a).sum()), b - float((w * b).sum())
+        norm = float(np.sqrt((w * a * a).sum() * (w * b * b).sum()))
+        out[name] = float((w * a * b).sum()) / norm if norm > 0 else 0.0
     return out
 
 
-def start_profile(start: dict, final: dict, min_entries: int = 200) -> dict[str, float]:
+def start_profile(start: dict, final: dict, min_entries: int = 200, weights: dict | None = None) -> dict[str, float]:
     """The correlations a genuine run (the reference's threshold run) keeps with its start, matrix by matrix.
 
     Only matrices where that trace stands far out of the noise (over 6 / sqrt(entries)) are kept: on
     those, weights from another start cannot pass by chance. A JSON-able reference result.
     """
     sizes = {k: _float64(v).size for k, v in start.items()}
-    return {k: round(c, 6) for k, c in start_correlations(start, final, min_entries).items() if c > 6 / sizes[k] ** 0.5}
+    return {k: round(c, 6) for k, c in start_correlations(start, final, min_entries, weights).items()
+            if c > 6 / sizes[k] ** 0.5}
 
 
-def start_shares(start: dict, final: dict, profile: dict, corrs: dict | None = None) -> dict:
+def start_shares(start: dict, final: dict, profile: dict, corrs: dict | None = None, weights: dict | None = None) -> dict:
     """Matrix name -> the share of the reference's correlation with the start (`profile`) that `final`
     keeps: what `assert_descends` bounds, and what the threshold benches print."""
-    corrs = corrs or start_correlations({k: start[k] for k in profile}, final, min_entries=0)
+    corrs = corrs or start_correlations({k: start[k] for k in profile}, final, min_entries=0, weights=weights)
     return {name: corrs[name] / profile[name] for name in profile}
 
 
-def assert_descends(start: dict, final: dict, profile: dict, what: str, *, least: float, mean: float) -> dict:
+def assert_descends(start: dict, final: dict, profile: dict, what: str, *, least: float, mean: float,
+                    weights: dict | None = None) -> dict:
     """Fail unless the matrices of `profile` keep enough of the correlation with their start that the
     reference's own run keeps (`start_profile`): each at least `least` of it, and `mean` of it on average.
 
@@ -65,7 +75,7 @@ def assert_descends(start: dict, final: dict, profile: dict, what: str, *, least
     """
     if not profile:
         raise RuntimeError(f"{what}: no matrix to compare with the start")
-    corrs = start_correlations({k: start[k] for k in profile}, final, min_entries=0)
+    corrs = start_correlations({k: start[k] for k in profile}, final, min_entries=0, weights=weights)
     kept = start_shares(start, final, profile, corrs)
     name = min(kept, key=kept.get)
     average = sum(kept.values()) / len(kept)
