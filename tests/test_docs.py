@@ -46,7 +46,7 @@ def example_commands() -> list[tuple[str, str]]:
 def test_example_commands_parse(page, command, monkeypatch):
     """Each `lmgrade ...` line in a shell block is a real command line (synopses go in text blocks)."""
     seen = []
-    for handler in ("_build", "_check", "_grade", "_selfcheck", "_gradescope", "_merge"):
+    for handler in ("_build", "_check", "_grade", "_selfcheck", "_gradescope", "_merge", "_mutants", "_export"):
         monkeypatch.setattr(cli, handler, lambda args, name=handler: seen.append(name) or 0)
     try:
         assert cli.main(shlex.split(command)[1:]) == 0
