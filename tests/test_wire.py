@@ -336,3 +336,25 @@ def test_reply_sizes_are_bounded_before_reading_and_parsing(monkeypatch):
         wire.unpack(body, b"")
     assert len(wire.unpack(body, b"", bounded=False)[0]["value"]) == 60
     assert wire.unpack(json.dumps({"value": list(range(90))}).encode(), b"")[0]["value"] == list(range(90))
+
+
+def test_named_tuples_and_torch_return_types_arrive_as_tuples():
+    """A function returning a NamedTuple (or torch.max's result) is graded on its items, not made a handle."""
+    from typing import NamedTuple
+
+    class Step(NamedTuple):
+        loss: float
+        grad: np.ndarray
+
+    got = roundtrip(Step(1.5, np.arange(3.0)))
+    assert type(got) is tuple and got[0] == 1.5 and np.array_equal(got[1], np.arange(3.0))
+    values, indices = roundtrip(torch.tensor([[1.0, 3.0], [4.0, 2.0]]).max(dim=1))
+    assert torch.equal(values, torch.tensor([3.0, 4.0])) and torch.equal(indices, torch.tensor([1, 0]))
+
+
+def test_a_tuple_subclass_is_read_by_its_stored_items_not_its_own_iteration():
+    class Liar(tuple):
+        def __iter__(self):
+            return iter((0, 0, 0))
+
+    assert roundtrip(Liar((1, 2, 3))) == (1, 2, 3)

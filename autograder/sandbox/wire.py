@@ -85,8 +85,9 @@ def encode(value, arrays: list, *, make_handle=None, depth: int = 0):
         if all(type(v) in _PLAIN for v in value):  # fast path: token lists, counts
             return list(value)
         return [encode(v, arrays, make_handle=make_handle, depth=depth + 1) for v in value]
-    if type(value) is tuple:
-        return {"__tuple__": [encode(v, arrays, make_handle=make_handle, depth=depth + 1) for v in value]}
+    if isinstance(value, tuple):  # a NamedTuple or torch's return types too: their items, read as a tuple's
+        return {"__tuple__": [encode(v, arrays, make_handle=make_handle, depth=depth + 1)
+                              for v in tuple.__iter__(value)]}
     if type(value) in (set, frozenset):  # sorted: set order varies with hash seeds, fixtures must not
         return {"__set__": [encode(v, arrays, make_handle=make_handle, depth=depth + 1) for v in sorted(value, key=repr)]}
     if isinstance(value, dict) and _plain_dict(value):
