@@ -14,12 +14,14 @@ import tempfile
 from pathlib import Path
 
 from autograder.authoring import assignments, build
+from autograder.errors import GraderFault
 from autograder.grading import batch, redaction, results, runner, shard
 from autograder.sandbox import extract, limits
 
 STAFF_COMMANDS = ("build", "gradescope", "grade", "merge", "mutants", "selfcheck")  # need the course's hidden checks and solutions
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+)$")
 INTERRUPTED = 130  # what a shell reports for a command ended by Ctrl-C
+GRADER_FAULT = 4  # grading could not be completed on the grader's side (errors.GraderFault): no score
 
 EXAMPLES = {
     "lmgrade": """examples:
@@ -217,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     except batch.Interrupted as exc:
         print(f"lmgrade: {exc}", file=sys.stderr)
         return INTERRUPTED
+    except GraderFault as exc:
+        print(f"lmgrade: {results.clean(exc)}\nThis is the grader's setup, not the submission: nothing was "
+              "recorded. Fix what it names (or tell the course staff) and run the same command again.", file=sys.stderr)
+        return GRADER_FAULT
     except KeyboardInterrupt:
         print("lmgrade: interrupted", file=sys.stderr)
         return INTERRUPTED
@@ -345,6 +351,8 @@ def _grade(args) -> int:
             report = runner.grade(path, assignment, device=device,
                                   questions=set(args.question) if args.question else None)
             redaction.redact_report(results.sanitize(report), secrets, path)  # no text of the grader's files in feedback
+        except GraderFault:
+            raise  # no result at all, not a zero (main says why and exits 4)
         except Exception as exc:  # the grader itself failed: say so, and leave a valid results file
             message = results.clean(f"{type(exc).__name__}: {exc}")
             if args.json:

@@ -106,6 +106,7 @@ class Student:
         self._timed_out: dict[tuple, tuple[str, str, object]] = {}
         self._current_check = None  # the runner's CheckSpec of the check running now
         self.transcript: list | None = None  # when a list: (label, digest) of every value read back (mutants.py)
+        self.grader_faults: list[str] = []  # what failed on the grader's side during this grading
 
     def __getattr__(self, name: str) -> "Remote":
         if name.startswith("_"):
@@ -148,6 +149,8 @@ class Student:
             reply, reply_arrays = self._channel.request(message, arrays, timeout or self._timeout)
         except WorkerFailure as failure:
             text = _crash_message(failure, label, timeout or self._timeout)
+            if failure.kind == "unavailable" and "restarted too many times" not in failure.detail:
+                root.grader_faults.append(text)  # the grader's side: no score from this run (runner.grade)
             if failure.kind == "timeout" and mark is not None:  # the grader's clock ran out, nothing else
                 root._timed_out.setdefault(mark[0], (mark[1], text, root._current_check))
             raise StudentCrash(text) from None
@@ -171,9 +174,9 @@ class Student:
         if event != "done":
             raise StudentCrash(f"{label}: the student's process sent an unexpected reply")
         try:
-            return wire.decode(reply.get("value"), reply_arrays,
-                               resolve_handle=lambda h: Remote(self, {"handle": h.id}, f"<{h.type_name}>",
-                                                               origin=origin, type_name=h.type_name))
+            value = wire.decode(reply.get("value"), reply_arrays,
+                                resolve_handle=lambda h: Remote(self, {"handle": h.id}, f"<{h.type_name}>",
+                                                                origin=origin, type_name=h.type_name))
         except wire.WireError as exc:
             raise StudentCrash(f"{label}: unreadable reply ({exc})") from None
         if root.transcript is not None:

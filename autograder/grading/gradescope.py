@@ -23,6 +23,7 @@ from pathlib import Path
 
 from autograder.authoring import assignments
 from autograder.data import shakespeare
+from autograder.errors import GraderFault
 from autograder.grading import gradescope_access, gradescope_schema, results, runner
 from autograder.grading.gradescope_zip import CONFIG
 from autograder.sandbox import extract
@@ -208,7 +209,12 @@ def selftest(root: Path) -> int:
         return 1
     ok = True
     for label, path in (("staff solution", source_solution(assignment)), ("starter", assignment.starter_path)):
-        report = runner.grade(path, assignment, device="cpu")
+        try:
+            report = runner.grade(path, assignment, device="cpu")
+        except GraderFault as exc:  # the image cannot grade at all: say what failed, not "internal errors in: none"
+            print(f"lmgrade selftest: {assignment.id} {label}: FAILED: {results.clean(exc)}", file=sys.stderr)
+            ok = False
+            continue
         print(results.format_table(report, assignment.questions, details=label == "staff solution"))
         broken = [r.name for r in report.results if "could not finish this check" in r.output]
         good = (not gradescope_schema.validate(results.gradescope_json(report)) and not broken

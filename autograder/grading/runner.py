@@ -20,7 +20,7 @@ from autograder.checking.checks import Context, seed_everything, seed_for
 from autograder.checking.compare import explain_library_error
 from autograder.checking.reference_results import load_reference_results
 from autograder.checking.remote import Student, StudentError
-from autograder.errors import CheckFailed
+from autograder.errors import CheckFailed, GraderFault
 from autograder.sandbox import extract, forbidden, guard, policy
 from autograder.sandbox.lifecycle import Sandbox, WorkerFailure
 from autograder.sandbox.limits import Limits
@@ -138,6 +138,10 @@ def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", publ
                 report.results.append(_result(fn.lmgrade_check, False, banned) if banned
                                       else _run_check(fn, student, box, limits, ctx_args))
             report.notes += _load_notes(sub, box)
+        if student.grader_faults:  # never a score from a grading the grader itself could not do
+            raise GraderFault(f"{sub.path}: grading could not be completed on the grader's side, so no score is "
+                              f"recorded: {student.grader_faults[0]}"
+                              + (f" (and {len(student.grader_faults) - 1} more)" if len(student.grader_faults) > 1 else ""))
         _blame_earlier_functions(report.results, [fn.lmgrade_check for fn in check_fns],
                                  [fn.lmgrade_check for fn in every_check])
     report.execution_time = time.monotonic() - started
@@ -245,6 +249,7 @@ def _run_check(fn, student: Student, box: Sandbox, limits: Limits, ctx_args: dic
         message = (f"The grader could not finish this check ({type(exc).__name__}); this is not your fault. "
                    "Please tell the course staff.")
         print(f"[lmgrade] internal error in check {spec.name}:\n{traceback.format_exc()}", file=sys.stderr)
+        student.grader_faults.append(f"check {spec.name} crashed in the grader ({type(exc).__name__})")
     hint_at = len(message)
     if ctx.notes:
         message += "\n" + "\n".join(ctx.notes)
