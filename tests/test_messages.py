@@ -337,3 +337,22 @@ def test_a_float64_algorithm_difference_is_not_called_float32_rounding(lr, band)
     assert band[0] < relative < band[1]  # 1e-5: the old band's misfire; in-band: only the float32 test tells
     message = failure(assert_close, got, expected, "adamw_step(p, grad)")
     assert not any(blame in message for blame in FLOAT32_BLAME), message
+
+
+def test_a_helper_left_in_an_ungraded_cell_is_named_by_that_cells_content(tmp_path):
+    """The NameError advice names the cell as a student finds it, not by a count of every cell."""
+    import nbformat
+
+    from autograder.grading import runner
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# notes"),
+                nbformat.v4.new_code_cell("def pad_helper(s, n):\n    return ['<s>'] * (n - 1) + s + ['</s>']"),
+                nbformat.v4.new_code_cell("# GRADED CELL\ndef pad_sentence(s, n):\n    return pad_helper(s, n)")]
+    nb.cells[2].metadata["tags"] = ["graded"]
+    nb.metadata["lmgrade"] = {"assignment": "ngram"}
+    path = tmp_path / "sub.ipynb"
+    nbformat.write(nb, path)
+    from autograder.sandbox import extract
+    sub = extract.read_submission(path)
+    advice = runner._explain_name_error("name 'pad_helper' is not defined", sub)
+    assert advice.startswith("`pad_helper` is defined in the cell defining `pad_helper`, which is not graded")

@@ -303,9 +303,9 @@ def _skip_reason(kind: str) -> str:
 
 def _explain_name_error(message: str, sub: extract.Submission) -> str:
     for name, number in sub.ungraded_names.items():
-        if f"'{name}'" in message:
-            return (f"`{name}` is defined in cell {number}, which is not graded; the grader only runs graded cells. "
-                    "Move it into a graded cell.")
+        if f"'{name}'" in message:  # named as the student finds it (extract: "the cell starting `x = 1`")
+            return (f"`{name}` is defined in {sub.ungraded_labels.get(name, f'cell {number}')}, which is not graded; "
+                    "the grader only runs graded cells. Move it into a graded cell.")
     return ""
 
 
