@@ -60,6 +60,7 @@ class Sample:
     call: object = None  # the student's callable for this sample, when not the function's (a float32 module)
     reference: object = None  # the trusted callable for this sample, when not the function's
     tol: tuple | None = None  # (rtol, atol) of the comparison; default: by the inputs' float dtype
+    dtype: torch.dtype | None = None  # of the float outputs; default: the float inputs' (None: unchecked)
 
 
 @dataclass
@@ -187,6 +188,12 @@ def check_sample(graded: Graded, prop: str, sample: Sample) -> None:
         compare(got, expected, "the output", tolerance(sample))
     except CheckFailed as exc:
         raise failure(prop, graded, sample, str(exc) + HINTS.get(prop, "")) from None
+    want = sample.dtype or float_dtype((sample.args, sample.kwargs))
+    for out in got if isinstance(got, (tuple, list)) else [got]:
+        if want is not None and isinstance(out, torch.Tensor) and out.is_floating_point() and out.dtype != want:
+            raise failure(prop, graded, sample, f"a {str(out.dtype).removeprefix('torch.')} output where "
+                                                f"{str(want).removeprefix('torch.')} was expected: keep the inputs' "
+                                                "dtype (no .float(), no dtype=torch.float32 inside).")
     if prop == "extremes" and (sample.wrt or isinstance(sample.reference or graded.reference, torch.nn.Module)):
         check_gradients(graded, sample)
 
