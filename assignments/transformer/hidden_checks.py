@@ -617,12 +617,10 @@ def lm_edges(t):
     for cfg in LM_CASES[:2]:
         state = lm_state(t, cfg)
         model = make_module(t, "TransformerLM", (), cfg, state, F64)
-        for shape in ((1, 1), (3, 1), (1, cfg["max_len"])):
-            idx = ids(t, *shape, V=cfg["vocab_size"])
-            what = f"TransformerLM({describe(cfg)})(idx {shape})"
-            got = call_pure(model, idx, what=what)
-            assert_shape(got, shape + (cfg["vocab_size"],), what)
-            close(got, builtin_lm(idx, state, cfg), what, F64, DEEP_TOL)
+        edges = [properties.Sample(f"idx {shape}", (ids(t, *shape, V=cfg["vocab_size"]),), tol=DEEP_TOL[F64], dtype=F64)
+                 for shape in ((1, 1), (3, 1), (1, cfg["max_len"]))]
+        properties.run(t, properties.Graded(f"TransformerLM({describe(cfg)}) in float64", model,
+                                            lambda idx, state=state, cfg=cfg: builtin_lm(idx, state, cfg), {"edges": edges}))
         note_device(t, model, [ids(t, 2, 4, V=cfg["vocab_size"])], f"TransformerLM({describe(cfg)})")
 
 
