@@ -831,7 +831,8 @@ BATCH_SETTINGS = dict(context=3, dim=3, hidden=4, lr=0.0, batch_size=1, steps=4,
 # gain at least SPREAD_SHARE of the best part's gain. A run whose best part gains under SPREAD_LEARNED
 # (the most is log(14 / 3) = 1.54; correct runs 1.50-1.53) has a broken update, not a sampler to judge:
 # a step along the gradient, a rebound loop variable or a second division by the batch size (best gain
-# 0.07-0.37) fail the exact steps, and this part says nothing about them.
+# 0.07-0.37) fail the exact steps, and this part says nothing about them; nor does it judge a run whose
+# ffnn_loss_and_grads is wrong (a gradient summed over the batch trains unevenly), which Q1-Q4 judge.
 SPREAD_PARTS, SPREAD_WORDS, SPREAD_LENGTH, SPREAD_SHARE, SPREAD_LEARNED = 4, 3, 4000, 0.5, 0.75
 SPREAD_SETTINGS = dict(context=1, dim=4, hidden=8, lr=0.5, batch_size=10, steps=200, seed=21)
 
@@ -861,6 +862,10 @@ def positions_spread(t) -> None:
     part = np.repeat(np.arange(SPREAD_PARTS), n // SPREAD_PARTS)
     ids = 2 + SPREAD_WORDS * part + t.rng.integers(0, SPREAD_WORDS, size=n)
     start = grader_start(t, V, s["dim"], s["hidden"], s["context"])
+    windows, targets = t.ref.context_windows(ids, s["context"])
+    probe = t.rng.integers(0, n, size=20)
+    if not same_gradient(t, start, windows[probe], targets[probe]):
+        return  # a wrong gradient (Q1-Q4, judged there) trains unevenly: which positions were drawn cannot be seen
     settings = ", ".join(f"{key}={value}" for key, value in s.items())
     what = (f"train_ffnn(ids ({n},) in {SPREAD_PARTS} parts of {n // SPREAD_PARTS} positions, each with words of its "
             f"own, {V}, {settings}, start=<the grader start>)")
@@ -885,6 +890,19 @@ def positions_spread(t) -> None:
                           "part of the stream, or from one part after another (consecutive slices), so that the "
                           "last part seen wipes out the earlier ones: draw each step's positions at random from "
                           "all len(targets) windows (rng.integers(0, len(targets), size=batch_size)).")
+
+
+def same_gradient(t, params: dict, contexts: np.ndarray, targets: np.ndarray) -> bool:
+    """Whether the student's ffnn_loss_and_grads agrees with the reference's here (its own checks say how
+    it does not; this only decides whether a training run's spread can be judged)."""
+    try:
+        loss, grads = parts(t.student.ffnn_loss_and_grads(params, contexts, targets), 2, "ffnn_loss_and_grads")
+        grads = param_dict(grads, "ffnn_loss_and_grads: grads")
+        ref_loss, ref_grads = t.ref.ffnn_loss_and_grads(params, contexts, targets)
+        return bool(np.isclose(scalar(loss, "loss"), ref_loss, rtol=1e-6) and all(
+            np.allclose(as_array(grads[n])[0], ref_grads[n], rtol=1e-6, atol=1e-9) for n in PARAM_NAMES))
+    except (CheckFailed, ValueError, TypeError):
+        return False
 
 
 def steps_share(s: dict, n: int) -> str:
