@@ -14,6 +14,7 @@ order, it runs and measures:
               installed (`--otter PATH`, `$OTTER`, or `otter` on PATH); skipped, saying so, if not;
   ours-LABEL  `lmgrade grade` from another checkout (`--also LABEL=DIR`, run with PYTHONPATH=DIR):
               a local experiment priced beside the rest;
+  otter-1thread `otter run` with OMP_NUM_THREADS=1, as our worker runs (`--otter-one-thread`);
   import-torch, import-numpy (one submission only): a bare `python -c "import ..."`, for estimates.
 
 Each command runs as a child of this process, which is a child subreaper, so every process it
@@ -51,8 +52,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+_PATH = list(sys.path)
 sys.path.insert(0, str(ROOT / "bench"))
 from batch_throughput import cgroup_stats, memory_cgroup  # noqa: E402
+
+sys.path[:] = _PATH  # it puts this checkout first; PYTHONPATH=DIR must keep choosing the code measured
 
 PORT = ROOT / "bench" / "otter_port"
 BATCH = 10
@@ -344,7 +348,7 @@ def full_marks(mode: str, size: str, work: Path, result: dict) -> bool:
     if mode == "inproc":
         rows = [line.split() for line in result["log"].splitlines() if line.startswith("RESULT ")]
         return len(rows) == n and all(r[1] == r[2] for r in rows)
-    if mode == "otter":
+    if mode.startswith("otter"):
         outs = sorted((work / "otter_out").glob("*/results.json"))[:n]
         return len(outs) == n and all(_otter_full(p) for p in outs)
     if size == "one":
@@ -384,6 +388,9 @@ def main() -> None:
     parser.add_argument("--only", choices=("one", "batch"))
     parser.add_argument("--also", action="append", default=[], metavar="LABEL=DIR",
                         help="also run `lmgrade` from another checkout DIR (PYTHONPATH=DIR) as mode ours-LABEL")
+    parser.add_argument("--otter-one-thread", action="store_true",
+                        help="also otter run with OMP_NUM_THREADS=1 (our worker's setting) as mode otter-1thread")
+    parser.add_argument("--skip", action="append", default=[], metavar="MODE", help="leave out a mode (e.g. ours-nofs)")
     parser.add_argument("--verbose", action="store_true", help="list every process of the first round, by role")
     parser.add_argument("--validate", action="store_true", help="also grade two planted bugs with both (untimed)")
     args = parser.parse_args()
@@ -392,12 +399,15 @@ def main() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit("could not become a child subreaper: orphans' CPU would be lost")
-    sys.path.insert(0, str(ROOT))
+    sys.path.append(str(ROOT))  # where autograder is not installed; PYTHONPATH=DIR picks another checkout
     from autograder.authoring import assignments, build
     otter = find_otter(args.otter)
     import autograder
     trees = dict(item.split("=", 1) for item in args.also)
     modes = ["ours", *(f"ours-{label}" for label in trees), "ours-nofs", "inproc"] + (["otter"] if otter else [])
+    if otter and args.otter_one_thread:
+        modes.append("otter-1thread")
+    modes = [m for m in modes if m not in args.skip]
     print(f"ours: {Path(autograder.__file__).parent.parent}" + "".join(f"; ours-{k}: {v}" for k, v in trees.items()))
     if not otter:
         print("otter-grader not found (--otter PATH, $OTTER or `otter` on PATH): Otter is skipped.\n"
@@ -428,6 +438,8 @@ def main() -> None:
                     clear(mode, work)
                     tree = trees.get(mode.removeprefix("ours-"))
                     env = dict(os.environ, PYTHONPATH=tree) if tree and mode.startswith("ours-") else None
+                    if mode == "otter-1thread":
+                        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
                     result = measure(commands(mode, size, work, otter), work, work / "logs" / f"{mode}-{size}-{r}.log",
                                      env)
                     result["ok"] = full_marks(mode, size, work, result)
@@ -449,8 +461,8 @@ def validate(work: Path, solution: dict, otter: str | None) -> None:
         path.write_text(json.dumps(bad))
         subprocess.run([sys.executable, "-m", "autograder", "grade", str(path), "--assignment", "attention",
                         "--device", "cpu", "--json", str(work / "bug.json")], capture_output=True, cwd=work)
-        ours = sorted({t["name"].split(".")[0] for t in json.loads((work / "bug.json").read_text())["tests"]
-                       if t["score"] < t["max_score"]})
+        ours = sorted({re.match(r"Q\d+", t["name"]).group(0).lower() for t in
+                       json.loads((work / "bug.json").read_text())["tests"] if t["score"] < t["max_score"]})
         line = f"validate: {label}: ours loses points in {', '.join(ours) or 'nothing'}"
         if otter:
             (work / "bug_otter.ipynb").write_text(json.dumps(otter_notebook(bad)))
@@ -479,7 +491,7 @@ def report(results: dict, modes: list[str], sizes: list[str], verbose: bool = Fa
     print("\nratios of medians (ours / peer): wall, CPU, RSS sum, PSS sum, cgroup peak")
     for size in sizes:
         for mine in [m for m in modes if m.startswith("ours")]:
-            for peer in ("inproc", "otter"):
+            for peer in ("inproc", "otter", "otter-1thread"):
                 if peer not in modes:
                     continue
                 a, b = results[(mine, size)], results[(peer, size)]
