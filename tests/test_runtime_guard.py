@@ -245,6 +245,9 @@ def optimizer_step():
     p.grad = torch.randn(3)
     torch.optim.AdamW([p]).step()
 
+def python_reference():
+    return torch._refs.native_layer_norm(X, [4], None, None, 1e-5)  # torch's own Python version
+
 def sdpa():
     q = torch.randn(1, 2, 3, 4)
     return F.scaled_dot_product_attention(q, q, q)
@@ -322,7 +325,7 @@ EXPECTED = {
     "err_obj": SWITCHED_OFF, "module_in_a_list": SWITCHED_OFF, "module_as_default": SWITCHED_OFF,
     "sys_modules": SWITCHED_OFF, "reduce_getattr": SWITCHED_OFF, "module_class": SWITCHED_OFF,
     "inference_mode_kernel": SWITCHED_OFF, "meta_kernel": SWITCHED_OFF, "optimizer_step": SWITCHED_OFF,
-    "sdpa": SWITCHED_OFF,
+    "python_reference": SWITCHED_OFF, "sdpa": SWITCHED_OFF,
     "subclasses_walk": SWITCHED_OFF, "traceback_frame": FRAMES, "generator_frame": FRAMES,
     "code_swap": PATCH, "defaults_swap": PATCH, "sys_getframe": FRAMES, "gc_objects": FRAMES,
     "ctypes_memory": "may not use ctypes", "settrace": "may not install tracers",

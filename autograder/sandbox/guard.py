@@ -66,7 +66,7 @@ WATCHED = (PROCESS_EVENTS | CODE_EVENTS | REFLECTION | LISTING
 
 # Python routines that compute a banned family from allowed operators, looked up in these modules.
 PY_MODULES = ("torch", "torch.functional")  # these modules, and every loaded module below these:
-PY_TREES = ("torch.nn", "torch.optim")
+PY_TREES = ("torch.nn", "torch.optim", "torch._refs", "torch._decomp", "torch._prims")  # _refs, _decomp: Python references of aten operators
 
 
 def rules_for(assignment) -> dict:
