@@ -905,6 +905,8 @@ def greedy_hidden(t):
     properties.run(t, decoder_matrix(t, "greedy_decode"))
     model = t.student.TableModel(torch.from_numpy(loud_table(t, 5)))
     default_device_probe(t.student.greedy_decode, [model, [1, 2], 3, 4], "greedy_decode(TableModel, [1, 2], 3, 4)")
+    toy = make_module(t, t.student.ToyRecurrentLM, (5, 3), toy_weights(t, 5, 3), F64)  # embeds its tokens: CPU ids fail on a GPU
+    default_device_probe(t.student.greedy_decode, [toy, [1, 2], 3, 4], "greedy_decode(ToyRecurrentLM, [1, 2], 3, 4)")
 
 
 def chi_square_pvalue(counts: np.ndarray, probs: np.ndarray) -> tuple[float, int]:
@@ -968,6 +970,8 @@ def sample_hidden(t):
     properties.run(t, decoder_matrix(t, "sample"))
     loud = t.student.TableModel(torch.from_numpy(loud_table(t, 5)))
     default_device_probe(t.student.sample, [loud, [1, 2], 3, 4], "sample(TableModel, [1, 2], 3, 4)")
+    toy = make_module(t, t.student.ToyRecurrentLM, (5, 3), toy_weights(t, 5, 3), F64)  # embeds its tokens: CPU ids fail on a GPU
+    default_device_probe(t.student.sample, [toy, [1, 2], 3, 4], "sample(ToyRecurrentLM, [1, 2], 3, 4)")
 
 
 def beam_list(value, what: str, beam_size: int) -> list:
@@ -1070,6 +1074,8 @@ def beam_narrow(t):
     properties.run(t, decoder_matrix(t, "beam_search"))
     model = t.student.TableModel(torch.from_numpy(loud_table(t, V)))
     default_device_probe(t.student.beam_search, [model, [1], 2, 3, 0], "beam_search(TableModel, [1], 2, 3, 0)")
+    toy = make_module(t, t.student.ToyRecurrentLM, (5, 3), toy_weights(t, 5, 3), F64)  # embeds its tokens: CPU ids fail on a GPU
+    default_device_probe(t.student.beam_search, [toy, [1], 2, 3, 0], "beam_search(ToyRecurrentLM, [1], 2, 3, 0)")
 
 
 # ---- Q7: Shakespeare ----------------------------------------------------------------------------
