@@ -173,3 +173,37 @@ def test_bad_held_out_distributions_get_one_fixed_message():
     # validation contexts (the student's own data) keep the detail
     with pytest.raises(CheckFailed, match=r"\('c', 'd'\).*1\.000100000"):
         check_distributions(bad_rows[0], contexts, 4, "m")
+
+
+# ---- the runner: a crash after seal() (its exit code, its CPU seconds) is the student's code's choice ---
+@pytest.mark.parametrize("sealed", [True, False])
+def test_a_crash_after_seal_gets_one_fixed_message(sealed):
+    import types
+
+    from autograder.checking.remote import InProcessChannel, Student, StudentCrash
+    from autograder.grading import runner
+    from autograder.sandbox.lifecycle import WorkerFailure
+    from autograder.sandbox.limits import Limits
+
+    class NoWorker:
+        def request(self, *args):
+            raise WorkerFailure("unavailable", "no worker in this test")
+
+    spec = next(f for f in assignments.get("ngram").checks()
+                if f.lmgrade_check.name == "shakespeare_heldout").lmgrade_check
+    outputs = []
+    for code in (3, 201):  # two exit codes, as a student's os._exit could choose after reading a context
+        def crashing_check(t, code=code):
+            if sealed:
+                t.student.seal()
+            raise StudentCrash(f"prob(w, context) ended the student's process: exit code {code}. Other questions "
+                               "are graded in a fresh process.")
+        crashing_check.lmgrade_check = spec
+        student = Student(InProcessChannel(types.ModuleType("submission")))
+        result = runner._run_check(crashing_check, student, NoWorker(), Limits(), {"ref": None})
+        assert not result.passed
+        outputs.append(result.output)
+    if sealed:
+        assert outputs[0] == outputs[1] and runner.SEALED_CRASH in outputs[0] and "exit code" not in outputs[0]
+    else:  # before held-out text was shown, the crash's details help the student and are shown
+        assert "exit code 3" in outputs[0] and "exit code 201" in outputs[1]

@@ -19,7 +19,7 @@ from autograder.authoring.assignments import Assignment
 from autograder.checking.checks import Context, seed_everything, seed_for
 from autograder.checking.compare import explain_library_error
 from autograder.checking.reference_results import load_reference_results
-from autograder.checking.remote import Student, StudentError
+from autograder.checking.remote import Student, StudentCrash, StudentError
 from autograder.errors import CheckFailed, GraderFault
 from autograder.sandbox import extract, forbidden, guard, policy
 from autograder.sandbox.lifecycle import Sandbox, WorkerFailure
@@ -220,6 +220,12 @@ def _banned_message(spec, tainted: dict) -> str | None:
     return None
 
 
+# After seal() a crash's details (an exit code, the CPU seconds used, what it sent) are the student's
+# code's choice, as its error text is, and could carry held-out text out (issue 30): one fixed message.
+SEALED_CRASH = ("Your code crashed, ended its process or ran past its time limit while it was shown held-out text; "
+                "the details are not shown for this check. Run the same function on your validation data to find it.")
+
+
 def _run_check(fn, student: Student, box: Sandbox, limits: Limits, ctx_args: dict) -> CheckResult:
     spec = fn.lmgrade_check
     student._timeout = spec.timeout or limits.call_timeout
@@ -242,6 +248,9 @@ def _run_check(fn, student: Student, box: Sandbox, limits: Limits, ctx_args: dic
                                         "Your code raised an error while it was shown held-out text; the message "
                                         "is not shown for this check. Run the same function on your validation "
                                         "data to find it."), spec.hint
+    except StudentCrash as exc:
+        passed, message, hint = False, (SEALED_CRASH if student.sealed else
+                                        explain_library_error(str(exc), spec.uses + spec.needs)), spec.hint
     except CheckFailed as exc:
         passed, message, hint = False, explain_library_error(str(exc), spec.uses + spec.needs), spec.hint
     except Exception as exc:  # noqa: BLE001 - a bug in one check must not sink the others
