@@ -120,6 +120,28 @@ BUGS |= {
         "    torch.manual_seed(0)  # reproducible decoding\n" + S2S_GREEDY)], "8", {"greedy_decode_matches": "generator"}),
 }
 
+# inputs and generator, declared for every module that takes tensors and does not sample (issue 31)
+LN_FORWARD = ("        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1), biased\n"
+              "        out = (x - mean) / torch.sqrt(var + self.eps) * self.weight\n")
+BUGS |= {
+    "LayerNorm centres its input in place (x -= mean)": ("transformer", [(LN_FORWARD,
+        "        x -= mean  # centre in place: saves a copy\n        var = (x ** 2).mean(dim=-1, keepdim=True)\n"
+        "        out = x / torch.sqrt(var + self.eps) * self.weight\n")], "1", {"public_norms": None, "norm_gradients": "inputs"}),
+    "RMSNorm scales its input in place (x.mul_)": ("transformer", [(
+        "        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps) * self.weight",
+        "        return x.mul_(torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps)) * self.weight")], "1",
+        {"public_norms": None, "norm_gradients": "inputs"}),
+    "MLP seeds torch's global generator in forward (reproducibility)": ("transformer", [(
+        "        return self.proj(F.gelu(self.fc(x)))",
+        "        torch.manual_seed(0)  # reproducible runs\n        return self.proj(F.gelu(self.fc(x)))")], "2",
+        {"ffn_gradients": "generator"}),
+    "SwiGLU draws a dropout mask from the global generator (p = 0)": ("transformer", [(
+        "        return self.down(F.silu(self.gate(x)) * self.up(x))",
+        "        h = F.silu(self.gate(x)) * self.up(x)\n"
+        "        return self.down(h * (torch.rand(h.shape, dtype=h.dtype) >= 0.0))  # dropout, p = 0 for now")], "2",
+        {"ffn_gradients": "generator"}),
+}
+
 
 # Correct code written differently keeps full marks on the question the matrix runs in.
 CORRECT = {
@@ -163,6 +185,7 @@ def test_bug_fails_exactly_its_property(bug):
 
 
 @pytest.mark.parametrize("assignment, question", [("rnn_lm", "1"), ("rnn_lm", "2"), ("rnn_lm", "6"), ("rnn_lm", "8"),
+                                                     ("transformer", "1"), ("transformer", "2"),
                                                      ("transformer", "7"), ("transformer", "8")])
 def test_staff_solution_passes_the_matrix(assignment, question):
     assert failures_in_process(assignment, edited_solution(assignment, []), question) == {}

@@ -264,3 +264,11 @@ def _first_line(text: str) -> str:
         if "Error" in line or "error" in line:
             return line.strip()[:200]
     return text.strip().splitlines()[-1][:200] if text.strip() else "no message"
+
+
+def run_pure(t, name: str, call, reference, label: str, args: tuple, kwargs: dict | None = None) -> None:
+    """The `inputs` and `generator` properties of one ordinary call of `call` (a function or module that takes
+    tensors and does not sample): its arguments unchanged, its output the reference's, torch's global
+    generator left alone. For the many functions whose other properties are checked by hand."""
+    run(t, Graded(name, call, reference, {"inputs": [Sample(label, tuple(args), dict(kwargs or {}))]}),
+        ("inputs", "generator"))
