@@ -207,3 +207,38 @@ def test_a_crash_after_seal_gets_one_fixed_message(sealed):
         assert outputs[0] == outputs[1] and runner.SEALED_CRASH in outputs[0] and "exit code" not in outputs[0]
     else:  # before held-out text was shown, the crash's details help the student and are shown
         assert "exit code 3" in outputs[0] and "exit code 201" in outputs[1]
+
+
+
+SEALED_SPIN_CHECKS = '''
+from autograder.checking.checks import check
+
+
+@check(1, 1, "after the student sees held-out text", uses=("leak",))
+def after(t):
+    t.student.seal()
+    t.student.leak("HELDOUT words")
+'''
+
+
+def test_through_a_real_worker_a_crash_after_seal_gets_the_fixed_message(tmp_path, monkeypatch):
+    """The whole path, with the one crash graded code can still cause (ending the process is refused
+    earlier: `import os`/`sys` are outside the subset, SystemExit is an error): running out of time, whose
+    details (CPU seconds used, wall-clock time) the code could modulate."""
+    from autograder.authoring.assignments import Assignment
+    from autograder.grading import runner
+    from autograder.sandbox.limits import Limits
+    monkeypatch.setenv("LMGRADE_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "root" / "assignments" / "toy"
+    folder.mkdir(parents=True)
+    (folder / "meta.toml").write_text('title = "toy"\n[questions]\n1 = "leak"\n')
+    (folder / "public_checks.py").write_text("")
+    (folder / "hidden_checks.py").write_text(SEALED_SPIN_CHECKS)
+    (tmp_path / "root" / "solutions").mkdir()
+    (tmp_path / "root" / "solutions" / "toy.py").write_text("")
+    spinner = tmp_path / "spinner.py"
+    spinner.write_text("def leak(x):\n    n = 0\n    while True:\n        n += len(x)\n")
+    (after,) = runner.grade(spinner, Assignment("toy", tmp_path / "root"),
+                            limits=Limits(call_timeout=1, load_timeout=20)).results
+    assert not after.passed and after.output.startswith(runner.SEALED_CRASH), after.output
+    assert "CPU" not in after.output and "wall-clock" not in after.output
