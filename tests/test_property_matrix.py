@@ -141,6 +141,26 @@ BUGS |= {
         "        return self.down(h * (torch.rand(h.shape, dtype=h.dtype) >= 0.0))  # dropout, p = 0 for now")], "2",
         {"ffn_gradients": "generator"}),
 }
+RNN_LAYER_H = ("        Returns (outputs, h_T): outputs (B, T, hidden_size) holds every state h_1..h_T, h_T (B, hidden_size).\n"
+               "        \"\"\"\n")
+BUGS |= {
+    "RNNLayer seeds torch's global generator in forward": ("rnn_lm", [(RNN_LAYER_H,
+        RNN_LAYER_H + "        torch.manual_seed(0)  # reproducible runs\n")], "1", {"rnn_gradients": "generator"}),
+    "LSTMLayer adds input noise of scale 0 from the global generator (randn_like)": ("rnn_lm", [(
+        "        Returns (outputs, (h_T, c_T)): outputs (B, T, hidden_size) holds h_1..h_T.\n        \"\"\"\n",
+        "        Returns (outputs, (h_T, c_T)): outputs (B, T, hidden_size) holds h_1..h_T.\n        \"\"\"\n"
+        "        x = x + 0.0 * torch.randn_like(x)  # input noise, off for now\n")],
+        "2", {"lstm_gradients": "generator"}),
+    "RNNLM draws a dropout mask from the global generator (p = 0)": ("rnn_lm", [(
+        "        outputs, state = self.rnn(self.embedding(tokens), state)  # (B, T, H)",
+        "        emb = self.embedding(tokens)\n"
+        "        outputs, state = self.rnn(emb * (torch.rand(emb.shape, dtype=emb.dtype) >= 0.0), state)  # dropout p = 0")],
+        "3", {"rnnlm_forward_hidden": "generator"}),
+    "Seq2Seq seeds torch's global generator in forward": ("rnn_lm", [(
+        "        enc, state = self.encode(src)\n        logits, weights = [], []\n",
+        "        torch.manual_seed(0)  # reproducible\n        enc, state = self.encode(src)\n        logits, weights = [], []\n")],
+        "8", {"seq2seq_forward_hidden": "generator"}),
+}
 
 
 # Correct code written differently keeps full marks on the question the matrix runs in.
@@ -184,7 +204,7 @@ def test_bug_fails_exactly_its_property(bug):
         assert prop is None or failed[name].startswith(f"property `{prop}`"), failed[name]
 
 
-@pytest.mark.parametrize("assignment, question", [("rnn_lm", "1"), ("rnn_lm", "2"), ("rnn_lm", "6"), ("rnn_lm", "8"),
+@pytest.mark.parametrize("assignment, question", [("rnn_lm", "1"), ("rnn_lm", "2"), ("rnn_lm", "3"), ("rnn_lm", "6"), ("rnn_lm", "8"),
                                                      ("transformer", "1"), ("transformer", "2"),
                                                      ("transformer", "7"), ("transformer", "8")])
 def test_staff_solution_passes_the_matrix(assignment, question):

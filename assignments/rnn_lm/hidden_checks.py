@@ -260,6 +260,7 @@ def layer_gradients(t, kind: str) -> None:
     ref = getattr(t.ref, LAYER[kind])(d, H)
     ref.load_state_dict(weights)
     ref = ref.double()
+    properties.run_pure(t, f"{LAYER[kind]}({d}, {H})", layer, ref, f"x ({B}, {T}, {d}), a state, float64", (x, state))
     assert_param_grads(layer, ref, [x, state], what, rng=t.rng, output_index=0)
     cell_w = {k.removeprefix("cell."): v for k, v in weights.items()}
     cell = make_module(t, getattr(t.student, CELL[kind]), (d, H), cell_w, F64)
@@ -371,6 +372,9 @@ def rnnlm_forward_hidden(t):
                     assert_shape(output(logits, None, what), (B, T, V), what + " logits")
                     assert_close_mod(logits, expected, what + " logits", dtype)
                     assert_state_close(final, expected_final, what, dtype, kind)
+    model = student_lm(t, kind, V, E, H, weights, F64)
+    properties.run_pure(t, f"RNNLM({V}, {E}, {H}, layer={LAYER[kind]}) in float64", model,
+                        lambda tokens: lm_logits(kind, weights, tokens), "tokens (2, 5)", (random_tokens(t, 2, 5, V),))
     model = student_lm(t, kind, V, E, H, weights, F32)
     device_note(t, model, [random_tokens(t, 2, 3, V)], f"RNNLM({V}, {E}, {H})(tokens)")
 
@@ -1366,6 +1370,8 @@ def seq2seq_forward_hidden(t):
         assert_close_mod(weights, expected_weights, what + " attention weights", dtype)
         assert_close_mod(logits, expected_logits, what + " logits", dtype)
     model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F64)
+    properties.run_pure(t, "Seq2Seq(13, 5, 6, 4) in float64", model, ref, "src (3, 5) padded, src_mask, tgt_in (3, 6)",
+                        (src, src != PAD, tgt_in))
     assert_param_grads(model, ref, [src, src != PAD, tgt_in], "Seq2Seq(13, 5, 6, 4)", rng=t.rng, output_index=0)
     model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F32)
     device_note(t, model, [src, src != PAD, tgt_in], "Seq2Seq(13, 5, 6, 4)(src, src_mask, tgt_in)")
