@@ -161,6 +161,31 @@ BUGS |= {
         "        torch.manual_seed(0)  # reproducible\n        enc, state = self.encode(src)\n        logits, weights = [], []\n")],
         "8", {"seq2seq_forward_hidden": "generator"}),
 }
+BUGS |= {
+    "apply_rope seeds torch's global generator": ("transformer", [(
+        "    d = x.shape[-1]\n    theta = base ** (-torch.arange(0, d, 2, device=x.device, dtype=x.dtype) / d)  # (d/2,)\n",
+        "    torch.manual_seed(0)  # reproducible\n"
+        "    d = x.shape[-1]\n    theta = base ** (-torch.arange(0, d, 2, device=x.device, dtype=x.dtype) / d)  # (d/2,)\n")],
+        "3", {"rope_formula": "generator"}),
+    "MultiHeadAttention seeds torch's global generator in forward (a Block running it too)": ("transformer", [(
+        "        B, T, _ = x.shape\n        source = x if context is None else context\n",
+        "        torch.manual_seed(0)  # reproducible\n        B, T, _ = x.shape\n        source = x if context is None else context\n")],
+        "3", {"attention_extremes": "generator", "attention_gradients": "generator", "block_gradients": "generator"}),
+    "Block draws a residual dropout mask from the global generator (p = 0)": ("transformer", [(
+        "            x = x + a\n            x = x + self.mlp(self.norm2(x))\n",
+        "            x = x + a * (torch.rand_like(a) >= 0.0)  # residual dropout, p = 0 for now\n"
+        "            x = x + self.mlp(self.norm2(x))\n")], "3", {"block_gradients": "generator"}),
+    "DecoderBlock draws a dropout mask on memory from the global generator (Seq2Seq and greedy_decode run it)": (
+        "transformer", [(
+        "        x = x + self.cross_attn(self.norm2(x), context=memory)\n",
+        "        memory = memory * (torch.rand_like(memory) >= 0.0)  # dropout, p = 0 for now\n"
+        "        x = x + self.cross_attn(self.norm2(x), context=memory)\n")], "8",
+        {"seq2seq_gradients": "generator", "greedy_decode_matches": "generator"}),
+    "Seq2Seq seeds torch's global generator in forward": ("transformer", [(
+        "        return self.decode(tgt_in, self.encode(src))\n",
+        "        torch.manual_seed(0)  # reproducible\n        return self.decode(tgt_in, self.encode(src))\n")], "8",
+        {"seq2seq_gradients": "generator"}),
+}
 
 
 # Correct code written differently keeps full marks on the question the matrix runs in.
@@ -205,7 +230,7 @@ def test_bug_fails_exactly_its_property(bug):
 
 
 @pytest.mark.parametrize("assignment, question", [("rnn_lm", "1"), ("rnn_lm", "2"), ("rnn_lm", "3"), ("rnn_lm", "6"), ("rnn_lm", "8"),
-                                                     ("transformer", "1"), ("transformer", "2"),
+                                                     ("transformer", "1"), ("transformer", "2"), ("transformer", "3"),
                                                      ("transformer", "7"), ("transformer", "8")])
 def test_staff_solution_passes_the_matrix(assignment, question):
     assert failures_in_process(assignment, edited_solution(assignment, []), question) == {}

@@ -460,6 +460,8 @@ def rope_formula(t):
         y = randn(t, *shape)
         what = f"apply_rope(x {shape}, arange(6))"
         close(t.student.apply_rope(y, torch.arange(6)), t_rope(y, torch.arange(6)), what, F64)
+    properties.run_pure(t, "apply_rope", t.student.apply_rope, t_rope, "x (2, 3, 6, 8), positions arange(6), float64",
+                        (x, torch.arange(6)))
     gradcheck(t.student.apply_rope, [x[0], torch.tensor([4, 1, 0, 9, 2, 3])], [0], "apply_rope(x, positions)")
     note_device(t, t.student.apply_rope, [x.float(), torch.arange(6)], "apply_rope(x (2, 3, 6, 8), arange(6))")
 
@@ -514,8 +516,10 @@ def attention_gradients(t):
     state = plain_state(t, attention_shapes("", D))
     module = make_module(t, "MultiHeadAttention", (D, HEADS), {}, state, F64)
     x, context = randn(t, 2, 3, D), randn(t, 2, 4, D)
-    gradcheck(module, [x, context], [0, 1], f"MultiHeadAttention({D}, {HEADS}) cross-attention")
     reference = ref_module(t.ref, "MultiHeadAttention", (D, HEADS), {}, state)
+    properties.run_pure(t, f"MultiHeadAttention({D}, {HEADS})", module, reference,  # before gradcheck's error
+                        f"x (2, 3, {D}), context (2, 4, {D}), float64", (x, context))
+    gradcheck(module, [x, context], [0, 1], f"MultiHeadAttention({D}, {HEADS}) cross-attention")
     assert_param_grads(module, reference, [x, None, True], f"MultiHeadAttention({D}, {HEADS}), causal", rng=t.rng)
     rotary = make_module(t, "MultiHeadAttention", (D, HEADS), {"rope": True}, state, F64)
     note_device(t, rotary, [x, None, True], f"MultiHeadAttention({D}, {HEADS}, rope=True)(x, causal=True)")
@@ -580,8 +584,9 @@ def block_gradients(t):
         kwargs = {"post_norm": post_norm}
         module = make_module(t, "Block", (6, 2, 10), kwargs, state, F64)
         x = randn(t, 2, 3, 6)
-        gradcheck(module, [x], [0], f"Block(6, 2, 10, post_norm={post_norm})")
         reference = ref_module(t.ref, "Block", (6, 2, 10), kwargs, {k: v for k, v in state.items()})
+        properties.run_pure(t, f"Block(6, 2, 10, post_norm={post_norm})", module, reference, "x (2, 3, 6), float64", (x,))
+        gradcheck(module, [x], [0], f"Block(6, 2, 10, post_norm={post_norm})")
         assert_param_grads(module, reference, [x], f"Block(6, 2, 10, post_norm={post_norm})", rng=t.rng)
         note_device(t, module, [x], f"Block(6, 2, 10, post_norm={post_norm})(x)")
 
@@ -1699,9 +1704,13 @@ def seq2seq_gradients(t):
     state = fill(t.rng, seq2seq_shapes(*args))
     model = make_module(t, "Seq2Seq", args, {}, state, F64)
     reference = ref_module(t.ref, "Seq2Seq", args, {}, state)
+    properties.run_pure(t, f"Seq2Seq{args}", model, reference, "src (2, 5), tgt_in (2, 4)", (ids(t, 2, 5, V=9), ids(t, 2, 4, V=9)))
     assert_param_grads(model, reference, [ids(t, 2, 5, V=9), ids(t, 2, 4, V=9)], f"Seq2Seq{args}", rng=t.rng)
     note_device(t, model, [ids(t, 2, 5, V=9), ids(t, 2, 4, V=9)], f"Seq2Seq{args}(src (2, 5), tgt_in (2, 4))")
-    block = make_module(t, "DecoderBlock", (6, 2, 8), {}, fill(t.rng, decoder_block_shapes(6, 8)), F64)
+    block_state = fill(t.rng, decoder_block_shapes(6, 8))
+    block = make_module(t, "DecoderBlock", (6, 2, 8), {}, block_state, F64)
+    properties.run_pure(t, "DecoderBlock(6, 2, 8)", block, ref_module(t.ref, "DecoderBlock", (6, 2, 8), {}, block_state),
+                        "x (2, 4, 6), memory (2, 5, 6), float64", (randn(t, 2, 4, 6), randn(t, 2, 5, 6)))
     note_device(t, block, [randn(t, 2, 4, 6), randn(t, 2, 5, 6)], "DecoderBlock(6, 2, 8)(x (2, 4, 6), memory (2, 5, 6))")
 
 
