@@ -187,6 +187,33 @@ BUGS |= {
         {"seq2seq_gradients": "generator"}),
 }
 
+# attention --------------------------------------------------------------------------------------
+BUGS |= {
+    "dot_product_attention: softmax as 1 / sum_j exp(s_j - s_i) (right forward, NaN backward at huge scores)": (
+        "attention", [("    scores = torch.einsum(\"bsd,bd->bs\", H_enc, h_dec)  # (B, S)\n"
+                       "    weights = torch.softmax(scores, dim=-1)  # (B, S)\n",
+                       "    scores = torch.einsum(\"bsd,bd->bs\", H_enc, h_dec)  # (B, S)\n"
+                       "    weights = 1 / torch.exp(scores[:, None, :] - scores[:, :, None]).sum(dim=-1)  # (B, S)\n")],
+        "1", {"q1_gradients": "extremes"}),
+    "bilinear_attention seeds torch's global generator": ("attention", [(
+        "    query = h_dec @ W  # (B, d_enc)\n    scores = torch.einsum(\"bsd,bd->bs\", H_enc, query)  # (B, S)\n",
+        "    torch.manual_seed(0)  # reproducible\n"
+        "    query = h_dec @ W  # (B, d_enc)\n    scores = torch.einsum(\"bsd,bd->bs\", H_enc, query)  # (B, S)\n")],
+        "1", {"q1_gradients": "generator"}),
+    "MultiHeadAttention seeds torch's global generator in forward": ("attention", [(
+        "        context = x if context is None else context\n        q = split_heads(",
+        "        torch.manual_seed(0)  # reproducible\n        context = x if context is None else context\n"
+        "        q = split_heads(")], "4", {"mha_gradients": "generator"}),
+    "GroupedQueryAttention draws a dropout mask from the global generator (p = 0)": ("attention", [(
+        "        group = self.n_heads // self.n_kv_heads\n",
+        "        q = q * (torch.rand_like(q) >= 0.0)  # dropout, p = 0 for now\n"
+        "        group = self.n_heads // self.n_kv_heads\n")], "5", {"gqa_gradients": "generator"}),
+    "LearnedPositions seeds torch's global generator in forward": ("attention", [(
+        "        positions = torch.arange(x.size(1), device=x.device)  # (T,)\n",
+        "        torch.manual_seed(0)  # reproducible\n        positions = torch.arange(x.size(1), device=x.device)  # (T,)\n")],
+        "6", {"learned_positions": "generator"}),
+}
+
 
 # Correct code written differently keeps full marks on the question the matrix runs in.
 CORRECT = {
@@ -231,7 +258,9 @@ def test_bug_fails_exactly_its_property(bug):
 
 @pytest.mark.parametrize("assignment, question", [("rnn_lm", "1"), ("rnn_lm", "2"), ("rnn_lm", "3"), ("rnn_lm", "6"), ("rnn_lm", "8"),
                                                      ("transformer", "1"), ("transformer", "2"), ("transformer", "3"),
-                                                     ("transformer", "7"), ("transformer", "8")])
+                                                     ("transformer", "7"), ("transformer", "8"),
+                                                     ("attention", "1"), ("attention", "4"), ("attention", "5"),
+                                                     ("attention", "6")])
 def test_staff_solution_passes_the_matrix(assignment, question):
     assert failures_in_process(assignment, edited_solution(assignment, []), question) == {}
 

@@ -133,10 +133,28 @@ def bilinear_hidden(t):
 def q1_gradients(t):
     h, H, W = randn(t, 2, 3), randn(t, 2, 5, 3), randn(t, 3, 4)
     H4 = randn(t, 2, 5, 4)
+    for graded in q1_matrix(t):
+        properties.run(t, graded)
     gradcheck(t.student.dot_product_attention, [h, H], [0, 1], "dot_product_attention", output_index=0,
               reference=t.ref.dot_product_attention)
     gradcheck(t.student.bilinear_attention, [h, H4, W], [0, 1, 2], "bilinear_attention", output_index=0,
               reference=t.ref.bilinear_attention)
+
+
+def q1_matrix(t) -> list:
+    """Both Q1 functions in the property matrix: an ordinary call (inputs unchanged, torch's global generator
+    untouched) and scores of about 1000 in float64, forward and gradients of the context and the weights
+    against the reference's (a softmax by exp by hand is NaN there, forward or backward)."""
+    S, graded = properties.Sample, []
+    for name, args, huge in (("dot_product_attention", (randn(t, 2, 3), randn(t, 2, 5, 3)), "h * 1000"),
+                             ("bilinear_attention", (randn(t, 2, 3), randn(t, 2, 5, 4), randn(t, 3, 4)), "W * 1000")):
+        loud = (args[0] * 1000, *args[1:]) if name == "dot_product_attention" else (*args[:2], args[2] * 1000)
+        shapes = ", ".join(str(tuple(a.shape)) for a in args)
+        extremes = [S(f"{shapes} with {huge} (scores of about 1000), float64, {part}", loud,
+                      wrt=tuple(range(len(args))), output_index=index) for index, part in ((0, "context"), (1, "weights"))]
+        graded.append(properties.Graded(name, getattr(t.student, name), getattr(t.ref, name),
+                                        {"inputs": [S(f"{shapes}, float64", args)], "extremes": extremes}))
+    return graded
 
 
 # ---- Q2 ---------------------------------------------------------------------------------------
@@ -433,6 +451,8 @@ def mha_gradients(t):
     module = student_module(t, t.student.MultiHeadAttention, (D, HEADS), state, F64)
     x, context = randn(t, 2, 3, D), randn(t, 2, 4, D)
     ref = reference_module(t.ref.MultiHeadAttention(D, HEADS), state, F64)
+    properties.run_pure(t, f"MultiHeadAttention({D}, {HEADS})", module, ref, f"x (2, 3, {D}), context (2, 4, {D}), float64",
+                        (x, context, None))
     gradcheck(module, [x, context, None], [0, 1], f"MultiHeadAttention({D}, {HEADS}) cross-attention", reference=ref)
     assert_param_grads(module, ref, [x, context, None], f"MultiHeadAttention({D}, {HEADS})", rng=t.rng)
 
@@ -508,6 +528,7 @@ def gqa_gradients(t):
     module = student_module(t, t.student.GroupedQueryAttention, (D, G_HEADS, 2), state, F64)
     x = randn(t, 2, 4, D)
     ref = reference_module(t.ref.GroupedQueryAttention(D, G_HEADS, 2), state, F64)
+    properties.run_pure(t, f"GroupedQueryAttention({D}, {G_HEADS}, 2)", module, ref, f"x (2, 4, {D}), float64", (x, None))
     gradcheck(module, [x, None], [0], f"GroupedQueryAttention({D}, {G_HEADS}, 2)", reference=ref)
     assert_param_grads(module, ref, [x, None], f"GroupedQueryAttention({D}, {G_HEADS}, 2)", rng=t.rng)
 
@@ -542,6 +563,7 @@ def learned_positions(t):
     x = randn(t, 2, 6, d)
     what = f"LearnedPositions({max_len}, {d})(x (2, 6, {d}))"
     ref = reference_module(t.ref.LearnedPositions(max_len, d), state, F64)
+    properties.run_pure(t, f"LearnedPositions({max_len}, {d})", module, ref, f"x (2, 6, {d}), float64", (x,))
     assert_param_grads(module, ref, [x], what, rng=t.rng)
     gradcheck(module, [x], [0], what, reference=ref)
 
@@ -576,6 +598,8 @@ def rope_hidden(t):
     what = "apply_rope(x (3, 6, 10) float32)"
     got = call(t, t.student.apply_rope, x32, what=what, want=F32)
     assert_close(got, true_rope(x32), what, rtol=1e-5, atol=1e-5)
+    long = [properties.Sample(f"x (2, 3, 5, 8), positions up to {far.max()}, float64", (x, far), wrt=(0,))]
+    properties.run(t, properties.Graded("apply_rope", t.student.apply_rope, t.ref.apply_rope, {"extremes": long}))
     gradcheck(t.student.apply_rope, [x[0], positions], [0], "apply_rope(x, positions)",
               reference=t.ref.apply_rope)
 
