@@ -131,6 +131,15 @@ BUGS |= {
         "        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps) * self.weight",
         "        return x.mul_(torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps)) * self.weight")], "1",
         {"public_norms": None, "norm_gradients": "inputs"}),
+    "LayerNorm takes the standard deviation first, then sqrt(std ** 2 + eps) (NaN gradient on a constant row)": (
+        "transformer", [(LN_FORWARD,
+        "        std = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True))  # (..., 1), biased\n"
+        "        out = (x - mean) / torch.sqrt(std * std + self.eps) * self.weight\n")], "1",
+        {"norm_gradients": "extremes"}),
+    "RMSNorm takes the RMS first, then sqrt(rms ** 2 + eps) (NaN gradient on a zero row)": ("transformer", [(
+        "        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps) * self.weight",
+        "        rms = torch.sqrt((x * x).mean(dim=-1, keepdim=True))\n"
+        "        return x / torch.sqrt(rms ** 2 + self.eps) * self.weight")], "1", {"norm_gradients": "extremes"}),
     "MLP seeds torch's global generator in forward (reproducibility)": ("transformer", [(
         "        return self.proj(F.gelu(self.fc(x)))",
         "        torch.manual_seed(0)  # reproducible runs\n        return self.proj(F.gelu(self.fc(x)))")], "2",
@@ -236,6 +245,15 @@ CORRECT = {
         "    out = torch.full((src.shape[0], n + 1), bos, dtype=torch.long, device=src.device)\n    for i in range(n):\n"
         "        out[:, i + 1] = model.decode(out[:, :i + 1], memory)[:, -1].argmax(dim=-1)\n    return out[:, 1:]\n")],
         ("8",)),
+    "LayerNorm by x.var(unbiased=False) and rsqrt, RMSNorm by a division by sqrt": ("transformer", [
+        (LN_FORWARD, "        var = x.var(dim=-1, unbiased=False, keepdim=True)\n"
+                     "        out = (x - mean) * torch.rsqrt(var + self.eps) * self.weight\n"),
+        ("        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps) * self.weight",
+         "        return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight")], ("1",)),
+    "dot_product_attention: softmax as exp(s - max) / sum": (
+        "attention", [("    weights = torch.softmax(scores, dim=-1)  # (B, S)\n",
+                       "    e = torch.exp(scores - scores.max(dim=-1, keepdim=True).values)\n"
+                       "    weights = e / e.sum(dim=-1, keepdim=True)  # (B, S)\n")], ("1",)),
 }
 
 

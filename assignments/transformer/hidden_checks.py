@@ -378,10 +378,25 @@ def norm_gradients(t):
         # before the gradients: a forward computed in float32 makes finite differences noisy, and gradcheck
         # would then blame the backward pass
         assert_float64_exact(module(x), truth(x).detach(), f"{name}(6)(x (2, 3, 6), float64)")
-        properties.run_pure(t, f"{name}(6)", module, truth, "x (2, 3, 6), float64", (x,))  # before gradcheck's error
+        properties.run(t, norm_matrix(t, name, module, truth, x))  # before gradcheck, which an in-place change breaks
         gradcheck(module, [x], [0], f"{name}(6) on x (2, 3, 6)")
         assert_param_grads(module, ref_module(t.ref, name, (6,), {}, state), [x], f"{name}(6)", rng=t.rng)
         note_device(t, module, [x], f"{name}(6)(x)")
+
+
+def norm_matrix(t, name: str, module, truth, x) -> properties.Graded:
+    """A norm's samples for the property matrix: an ordinary call (inputs, generator) and, forward and gradients
+    w.r.t. x and the weights against torch's own norm: x = 1e6 + N(0, 1) (a large norm, far from 0) and rows
+    that are constant (zero variance: a square root of 0 in the backward pass gives inf or NaN)."""
+    S = properties.Sample
+    far = randn(t, 2, 3, 6) + 1e6
+    flat = randn(t, 2, 3, 6)
+    flat[0] = 2.5  # constant rows
+    flat[1, 1] = 0.0  # a zero row (RMSNorm's constant)
+    extremes = [S("x (2, 3, 6) = 1e6 + N(0, 1), float64", (far,), wrt=(0,), tol=(1e-6, 1e-6)),
+                S("x (2, 3, 6) with constant rows (2.5 and 0), float64", (flat,), wrt=(0,))]
+    return properties.Graded(f"{name}(6)", module, truth, {"inputs": [S("x (2, 3, 6), float64", (x,))],
+                                                           "extremes": extremes})
 
 
 # ---- Q2 ---------------------------------------------------------------------------------------

@@ -239,7 +239,9 @@ def check_gradients(graded: Graded, sample: Sample) -> None:
                           f"the gradient w.r.t. {name} has {int(bad.sum())} NaN or inf entries where the reference's is "
                           "finite, though the forward is right: a function written with exp by hand (tanh as "
                           "1 - 2/(exp(2z) + 1), sigmoid as 1/(1 + exp(-z)), softmax as exp/sum) overflows in the "
-                          "backward pass at saturation. Use torch.tanh, torch.sigmoid, torch.softmax, log_softmax.")
+                          "backward pass at saturation, and a square root taken at 0 (sqrt(var) of a constant row, "
+                          "then squared) has an infinite derivative. Use torch.tanh, torch.sigmoid, torch.softmax, "
+                          "log_softmax; keep eps inside the square root.")
         if float64:
             try:
                 assert_close(g, e, f"the gradient w.r.t. {name}", rtol=GRAD_TOL[0], atol=GRAD_TOL[1])
