@@ -475,8 +475,10 @@ def rope_formula(t):
         y = randn(t, *shape)
         what = f"apply_rope(x {shape}, arange(6))"
         close(t.student.apply_rope(y, torch.arange(6)), t_rope(y, torch.arange(6)), what, F64)
-    properties.run_pure(t, "apply_rope", t.student.apply_rope, t_rope, "x (2, 3, 6, 8), positions arange(6), float64",
-                        (x, torch.arange(6)))
+    S, far = properties.Sample, torch.tensor([2999, 17, 1500, 2998, 3, 2000])
+    properties.run(t, properties.Graded("apply_rope", t.student.apply_rope, exact_rope, {
+        "inputs": [S("x (2, 3, 6, 8), positions arange(6), float64", (x, torch.arange(6)))],
+        "extremes": [S("x (2, 3, 6, 8), positions up to 2999, float64", (x, far), wrt=(0,))]}))
     gradcheck(t.student.apply_rope, [x[0], torch.tensor([4, 1, 0, 9, 2, 3])], [0], "apply_rope(x, positions)")
     note_device(t, t.student.apply_rope, [x.float(), torch.arange(6)], "apply_rope(x (2, 3, 6, 8), arange(6))")
 
