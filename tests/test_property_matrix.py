@@ -165,6 +165,10 @@ BUGS |= {
         "        emb = self.embedding(tokens)\n"
         "        outputs, state = self.rnn(emb * (torch.rand(emb.shape, dtype=emb.dtype) >= 0.0), state)  # dropout p = 0")],
         "3", {"rnnlm_forward_hidden": "generator"}),
+    "lm_loss seeds torch's global generator (reproducible losses)": ("rnn_lm", [(
+        "    logits, _ = model(tokens[:, :-1])  # (B, T-1, V)\n",
+        "    torch.manual_seed(0)  # reproducible losses\n    logits, _ = model(tokens[:, :-1])  # (B, T-1, V)\n")], "3",
+        {"lm_loss_hidden": "generator"}),
     "Seq2Seq seeds torch's global generator in forward": ("rnn_lm", [(
         "        enc, state = self.encode(src)\n        logits, weights = [], []\n",
         "        torch.manual_seed(0)  # reproducible\n        enc, state = self.encode(src)\n        logits, weights = [], []\n")],

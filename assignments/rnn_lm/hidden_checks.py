@@ -497,6 +497,8 @@ def lm_loss_hidden(t):
     positional = t.student.lm_loss(model, cases[1][1], 0)
     assert_close_mod(positional, call_pure(t.student.lm_loss, model, cases[1][1], pad_id=0), "lm_loss(model, tokens, 0) "
                      "(pad_id given by position)", F64)
+    properties.run_pure(t, "lm_loss", t.student.lm_loss, true_lm_loss, "ToyRecurrentLM in float64, tokens (4, 6) padded, "
+                        "pad_id=0", (properties.Both(model, toy_reference(t, V, d, loud)), cases[1][1]), {"pad_id": 0})
     for pad_id, tokens in cases[:2]:
         device_note(t, t.student.lm_loss, [model, tokens, pad_id], f"lm_loss(ToyRecurrentLM, tokens, pad_id={pad_id})")
 
