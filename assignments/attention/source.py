@@ -44,8 +44,8 @@
 #   `(..., T_q, T_k)`.
 # - **Device and dtype.** Your code must run unchanged on a GPU and in float64. Never create a
 #   tensor with a fixed device or dtype: use `device=x.device, dtype=x.dtype` or `torch.zeros_like(x)`.
-#   Q7 checks this (in float64, and on the CPU by running your modules on PyTorch's data-less
-#   `meta` device).
+#   Q7 checks this (in float64, and by running your code on a simulated accelerator that holds real
+#   values, as a GPU would).
 #
 # **How grading works.** Only cells marked as *graded* are graded, by name: keep the names and
 # signatures. Graded cells must work on their own: imports inside, no training or printing. Put
@@ -390,11 +390,12 @@ def alibi_bias(n_heads, T_q, T_k=None, device=None):
 # a float64 truth at float64 accuracy (a computation done in float32 and cast back loses about 9
 # digits and fails), and checks that `device=` and `dtype=` arguments are followed
 # (`sinusoidal_positions(T, d, dtype=torch.float64)`, `causal_mask(T, device=...)`). It also runs
-# your modules with every input and parameter on PyTorch's `meta` device (tensors with shapes but
-# no data): a tensor your code creates on a fixed device (`torch.zeros(T, T)` inside `forward`,
-# `torch.arange(T)` without `device=`) shows up there, and would crash on a GPU. You can try it
-# yourself: `MultiHeadAttention(16, 4).to("meta")(torch.randn(2, 5, 16, device="meta"))`. Code that
-# cannot run on `meta` (`.item()`, `.tolist()`, branches on tensor values) fails the check.
+# every function and module on a simulated accelerator: inputs and parameters live on a non-CPU
+# device and hold real values, so `.item()` and `.tolist()` work as on a GPU, while a tensor your code
+# creates on a fixed device (`torch.zeros(T, T)` inside `forward`, `torch.arange(T)` without
+# `device=`) meets the device's tensors and fails as it would on a GPU ("Expected all tensors to be
+# on the same device"). The results must also equal the same call's on the CPU. If you have a GPU,
+# `MultiHeadAttention(16, 4).to("cuda")(torch.randn(2, 5, 16, device="cuda"))` is the same test.
 
 # %% [markdown]
 # ## Experiments (not graded)

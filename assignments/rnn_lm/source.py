@@ -44,9 +44,9 @@
 # **batch first**. A recurrent *state* is a tensor `h` of shape `(B, H)` for an Elman RNN or a GRU,
 # and a tuple `(h, c)` for an LSTM. Your code must run unchanged on a GPU and in float64: never
 # create a tensor with a fixed device or dtype (`x.new_zeros(...)`, `torch.zeros_like(x)`, or
-# `device=x.device, dtype=x.dtype`). The grader also runs your cells and modules on PyTorch's `meta`
-# device (shapes, no values); code that cannot run there (`.item()`, `.tolist()`, branches on tensor
-# values) fails that check.
+# `device=x.device, dtype=x.dtype`). The grader also runs your functions, modules and training loops
+# on a simulated accelerator that holds real values (as a GPU would: `.item()` works, a CPU tensor
+# mixed into its computation fails), and compares the results with the same call's on the CPU.
 #
 # **How grading works.** Only cells marked as *graded* are graded, by name: keep the names,
 # signatures and the parameter names set in `__init__` (the grader loads its own weights into your

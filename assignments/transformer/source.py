@@ -42,9 +42,9 @@
 # **Conventions.** Shapes `(B, T, d)`: batch, time, features. Masks are boolean, `True` = may attend.
 # Causal masks with fewer queries than keys are aligned lower-right (query row `i` is position
 # `i + T_k - T_q`). Never create a tensor on a fixed device or dtype (`device=x.device`,
-# `dtype=x.dtype`, `torch.zeros_like`): the grader runs your modules in float64 and on other devices,
-# `meta` included (shapes, no values): code that cannot run there (`.item()`, `.tolist()`, branches on
-# tensor values) fails that check. **Never cast to float32 inside a module**: float64 in, float64 out,
+# `dtype=x.dtype`, `torch.zeros_like`): the grader runs your modules in float64, and your functions,
+# modules and training loops on a simulated accelerator that holds real values (as a GPU would:
+# `.item()` works, a CPU tensor mixed into its computation fails), comparing with the CPU's results. **Never cast to float32 inside a module**: float64 in, float64 out,
 # computed in float64 throughout. Some well-known references (LLaMA's RMSNorm among them) upcast to
 # float32 and cast back, for half-precision training; here that is a bug, since the grader checks
 # float64 modules to float64 precision. The grader also feeds inputs at the scales where naive
