@@ -84,7 +84,7 @@ def worker_dtype(t, dtype):
     return t.student.put(torch.zeros(1, dtype=dtype), "a tensor").dtype.get()
 
 
-def meta_probe(t, fn, args, what, **kwargs) -> None:
+def device_probe(t, fn, args, what, **kwargs) -> None:
     """The device probe (a simulated non-CPU device with real values): it can fail a check, never earn points."""
     assert_device_agnostic(fn, args, what, **kwargs)
 
@@ -107,7 +107,7 @@ def dot_product_hidden(t):
             close = assert_huge_close if scale > 1 else assert_module_close
             close(weights, w, what + " weights", dtype)
             close(context, torch.einsum("bs,bsd->bd", w, H.double()), what + " context", dtype)
-    meta_probe(t, t.student.dot_product_attention, [randn(t, 2, 4), randn(t, 2, 5, 4)], "dot_product_attention(h, H)")
+    device_probe(t, t.student.dot_product_attention, [randn(t, 2, 4), randn(t, 2, 5, 4)], "dot_product_attention(h, H)")
 
 
 @check(1, 1, "bilinear_attention with d_dec != d_enc (float32, float64, huge scores)", uses=("bilinear_attention",))
@@ -125,7 +125,7 @@ def bilinear_hidden(t):
             close = assert_huge_close if scale > 1 else assert_module_close
             close(weights, w, what + " weights", dtype)
             close(context, torch.einsum("bs,bsd->bd", w, H.double()), what + " context", dtype)
-    meta_probe(t, t.student.bilinear_attention, [randn(t, 2, 3), randn(t, 2, 5, 4), randn(t, 3, 4)],
+    device_probe(t, t.student.bilinear_attention, [randn(t, 2, 3), randn(t, 2, 5, 4), randn(t, 3, 4)],
                "bilinear_attention(h, H, W)")
 
 
@@ -370,8 +370,8 @@ def split_merge_heads(t):
         what = f"merge_heads(x ({Bx}, {HEADS}, {T}, {D // HEADS}))"
         got = call(t, t.student.merge_heads, heads, what=what, want=dtype, shape=(Bx, T, D))
         assert_close(got, heads.transpose(1, 2).reshape(Bx, T, D), what)
-    meta_probe(t, t.student.split_heads, [randn(t, 2, 5, D), HEADS], f"split_heads(x, {HEADS})")
-    meta_probe(t, t.student.merge_heads, [randn(t, 2, HEADS, 5, D // HEADS)], "merge_heads(x)")
+    device_probe(t, t.student.split_heads, [randn(t, 2, 5, D), HEADS], f"split_heads(x, {HEADS})")
+    device_probe(t, t.student.merge_heads, [randn(t, 2, HEADS, 5, D // HEADS)], "merge_heads(x)")
 
 
 @check(4, 2, "MultiHeadAttention against nn.MultiheadAttention (self-attention, masks, bias=False, huge scores)",
@@ -678,7 +678,7 @@ def device_agnostic_modules(t):
              (t.student.GroupedQueryAttention(D, G_HEADS, 2), [x.float()], f"GroupedQueryAttention({D}, {G_HEADS}, 2)(x)"),
              (t.student.LearnedPositions(9, D), [x.float()], f"LearnedPositions(9, {D})(x)")]
     for module, args, what in fresh:
-        meta_probe(t, module, args, what)
+        device_probe(t, module, args, what)
 
 
 @check(7, 0.75, "scaled_dot_product_attention and apply_rope in float64: float64 results at float64 accuracy",
@@ -703,7 +703,7 @@ def float64_functions(t):
                "scaled_dot_product_attention(q, k, v) (mask=None)"),
               (t.student.apply_rope, [k.float()], "apply_rope(x)")]
     for fn, args, what in probes:
-        meta_probe(t, fn, args, what)
+        device_probe(t, fn, args, what)
 
 
 @check(7, 0.75, "masks and positions made where device= says, in the dtype= asked for",
@@ -729,4 +729,4 @@ def device_and_dtype_arguments(t):
         (t.student.sinusoidal_positions, [5, 6], "device", "sinusoidal_positions(5, 6, device=...)"),
     ]
     for fn, args, device_arg, what in probes:
-        meta_probe(t, fn, args, what, device_arg=device_arg, follows_dtype=device_arg is None)
+        device_probe(t, fn, args, what, device_arg=device_arg, follows_dtype=device_arg is None)

@@ -173,7 +173,7 @@ def public_float64(t):
     close(t.student.sinusoidal_positions(300, 6, dtype=dtype),
           t.expected("sinusoidal", lambda ref: ref.sinusoidal_positions(300, 6, dtype=F64)),
           "sinusoidal_positions(300, 6, dtype=torch.float64)", F64)
-    # On the meta device (shapes, no data) a tensor created without device= shows up; this can only fail.
+    # On the simulated accelerator a tensor created without device= meets the device's tensors; this can only fail.
     x32, mask = x.float(), torch.ones(5, 5, dtype=torch.bool).tril()
     assert_device_agnostic(t.student.MultiHeadAttention(6, 3), [x32], "MultiHeadAttention(6, 3)(x)")
     assert_device_agnostic(t.student.MultiHeadAttention(6, 3), [x32, None, mask], "MultiHeadAttention(6, 3)(x, None, mask)")
