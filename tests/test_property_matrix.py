@@ -77,7 +77,7 @@ BUGS = {
         "    device = model_device(model)  # a model on a GPU needs its tokens there\n",
         "    torch.manual_seed(0)  # reproducible decoding\n"
         "    device = model_device(model)  # a model on a GPU needs its tokens there\n")], "6",
-        {"greedy_hidden": "generator"}),
+        {"public_decoding": "generator", "greedy_hidden": "generator"}),
     "RNNCell tanh as sinh(z) / cosh(z)": ("rnn_lm", [(RNN_CELL,
         "        z = x @ self.weight_ih.T + self.bias_ih + h @ self.weight_hh.T + self.bias_hh\n"
         "        return torch.sinh(z) / torch.cosh(z)")], "1", {"public_rnn": None, "rnn_cell_hidden": "extremes"}),
@@ -117,7 +117,8 @@ BUGS |= {
         "        out = torch.cat([out, nxt], dim=1)\n        new.append(nxt)\n    return torch.cat(new, dim=1)\n")],
         "8", {"greedy_decode_matches": "edges"}),
     "seq2seq greedy_decode seeds torch's global generator": ("transformer", [(S2S_GREEDY,
-        "    torch.manual_seed(0)  # reproducible decoding\n" + S2S_GREEDY)], "8", {"greedy_decode_matches": "generator"}),
+        "    torch.manual_seed(0)  # reproducible decoding\n" + S2S_GREEDY)], "8",
+        {"public_seq2seq": "generator", "greedy_decode_matches": "generator"}),
 }
 
 # inputs and generator, declared for every module that takes tensors and does not sample (issue 31)
@@ -143,61 +144,64 @@ BUGS |= {
     "MLP seeds torch's global generator in forward (reproducibility)": ("transformer", [(
         "        return self.proj(F.gelu(self.fc(x)))",
         "        torch.manual_seed(0)  # reproducible runs\n        return self.proj(F.gelu(self.fc(x)))")], "2",
-        {"ffn_gradients": "generator"}),
+        {"public_feed_forward": "generator", "ffn_gradients": "generator"}),
     "SwiGLU draws a dropout mask from the global generator (p = 0)": ("transformer", [(
         "        return self.down(F.silu(self.gate(x)) * self.up(x))",
         "        h = F.silu(self.gate(x)) * self.up(x)\n"
         "        return self.down(h * (torch.rand(h.shape, dtype=h.dtype) >= 0.0))  # dropout, p = 0 for now")], "2",
-        {"ffn_gradients": "generator"}),
+        {"public_feed_forward": "generator", "ffn_gradients": "generator"}),
 }
 RNN_LAYER_H = ("        Returns (outputs, h_T): outputs (B, T, hidden_size) holds every state h_1..h_T, h_T (B, hidden_size).\n"
                "        \"\"\"\n")
 BUGS |= {
     "RNNLayer seeds torch's global generator in forward": ("rnn_lm", [(RNN_LAYER_H,
-        RNN_LAYER_H + "        torch.manual_seed(0)  # reproducible runs\n")], "1", {"rnn_gradients": "generator"}),
+        RNN_LAYER_H + "        torch.manual_seed(0)  # reproducible runs\n")], "1",
+        {"public_rnn": "generator", "rnn_gradients": "generator"}),
     "LSTMLayer adds input noise of scale 0 from the global generator (randn_like)": ("rnn_lm", [(
         "        Returns (outputs, (h_T, c_T)): outputs (B, T, hidden_size) holds h_1..h_T.\n        \"\"\"\n",
         "        Returns (outputs, (h_T, c_T)): outputs (B, T, hidden_size) holds h_1..h_T.\n        \"\"\"\n"
         "        x = x + 0.0 * torch.randn_like(x)  # input noise, off for now\n")],
-        "2", {"lstm_gradients": "generator"}),
+        "2", {"public_lstm": "generator", "lstm_gradients": "generator"}),
     "RNNLM draws a dropout mask from the global generator (p = 0)": ("rnn_lm", [(
         "        outputs, state = self.rnn(self.embedding(tokens), state)  # (B, T, H)",
         "        emb = self.embedding(tokens)\n"
         "        outputs, state = self.rnn(emb * (torch.rand(emb.shape, dtype=emb.dtype) >= 0.0), state)  # dropout p = 0")],
-        "3", {"rnnlm_forward_hidden": "generator"}),
+        "3", {"public_rnnlm": "generator", "rnnlm_forward_hidden": "generator"}),
     "lm_loss seeds torch's global generator (reproducible losses)": ("rnn_lm", [(
         "    logits, _ = model(tokens[:, :-1])  # (B, T-1, V)\n",
         "    torch.manual_seed(0)  # reproducible losses\n    logits, _ = model(tokens[:, :-1])  # (B, T-1, V)\n")], "3",
-        {"lm_loss_hidden": "generator"}),
+        {"public_rnnlm": "generator", "lm_loss_hidden": "generator"}),
     "Seq2Seq seeds torch's global generator in forward": ("rnn_lm", [(
         "        enc, state = self.encode(src)\n        logits, weights = [], []\n",
         "        torch.manual_seed(0)  # reproducible\n        enc, state = self.encode(src)\n        logits, weights = [], []\n")],
-        "8", {"seq2seq_forward_hidden": "generator"}),
+        "8", {"public_seq2seq": "generator", "seq2seq_forward_hidden": "generator"}),
 }
 BUGS |= {
     "apply_rope seeds torch's global generator": ("transformer", [(
         "    d = x.shape[-1]\n    theta = base ** (-torch.arange(0, d, 2, device=x.device, dtype=x.dtype) / d)  # (d/2,)\n",
         "    torch.manual_seed(0)  # reproducible\n"
         "    d = x.shape[-1]\n    theta = base ** (-torch.arange(0, d, 2, device=x.device, dtype=x.dtype) / d)  # (d/2,)\n")],
-        "3", {"rope_formula": "generator"}),
+        "3", {"public_block": "generator", "rope_formula": "generator"}),
     "MultiHeadAttention seeds torch's global generator in forward (a Block running it too)": ("transformer", [(
         "        B, T, _ = x.shape\n        source = x if context is None else context\n",
         "        torch.manual_seed(0)  # reproducible\n        B, T, _ = x.shape\n        source = x if context is None else context\n")],
-        "3", {"attention_extremes": "generator", "attention_gradients": "generator", "block_gradients": "generator"}),
+        "3", {"public_block": "generator", "attention_extremes": "generator", "attention_gradients": "generator",
+              "block_gradients": "generator"}),
     "Block draws a residual dropout mask from the global generator (p = 0)": ("transformer", [(
         "            x = x + a\n            x = x + self.mlp(self.norm2(x))\n",
         "            x = x + a * (torch.rand_like(a) >= 0.0)  # residual dropout, p = 0 for now\n"
-        "            x = x + self.mlp(self.norm2(x))\n")], "3", {"block_gradients": "generator"}),
+        "            x = x + self.mlp(self.norm2(x))\n")], "3",
+        {"public_block": "generator", "block_gradients": "generator"}),
     "DecoderBlock draws a dropout mask on memory from the global generator (Seq2Seq and greedy_decode run it)": (
         "transformer", [(
         "        x = x + self.cross_attn(self.norm2(x), context=memory)\n",
         "        memory = memory * (torch.rand_like(memory) >= 0.0)  # dropout, p = 0 for now\n"
         "        x = x + self.cross_attn(self.norm2(x), context=memory)\n")], "8",
-        {"seq2seq_gradients": "generator", "greedy_decode_matches": "generator"}),
+        {"public_seq2seq": "generator", "seq2seq_gradients": "generator", "greedy_decode_matches": "generator"}),
     "Seq2Seq seeds torch's global generator in forward": ("transformer", [(
         "        return self.decode(tgt_in, self.encode(src))\n",
         "        torch.manual_seed(0)  # reproducible\n        return self.decode(tgt_in, self.encode(src))\n")], "8",
-        {"seq2seq_gradients": "generator"}),
+        {"public_seq2seq": "generator", "seq2seq_gradients": "generator"}),
 }
 
 # attention --------------------------------------------------------------------------------------
@@ -274,7 +278,7 @@ def test_bug_fails_exactly_its_property(bug):
     assignment, replacements, question, expected = BUGS[bug]
     failed = failures_in_process(assignment, edited_solution(assignment, replacements), question)
     assert set(failed) == set(expected), failed
-    for name, prop in expected.items():  # None: a public check, which catches it its own way
+    for name, prop in expected.items():  # None: a public check, which catches it its own way (a public check's `generator` is the matrix's)
         assert prop is None or failed[name].startswith(f"property `{prop}`"), failed[name]
 
 

@@ -14,6 +14,7 @@ No public check trains beyond three exact steps of a tiny model.
 import numpy as np
 import torch
 
+from autograder.checking import properties
 from autograder.checking.checks import check
 from autograder.checking.compare import as_array, assert_close, assert_equal, parts
 from autograder.checking.purity import call_pure, call_twice
@@ -42,6 +43,13 @@ def module(t, cls, args: tuple, state: dict, dtype=F32, **kwargs):
 def reference(cls, state: dict, dtype=F32):
     cls.load_state_dict(state)
     return cls.to(dtype)
+
+
+def generator_untouched(t, name: str, call, label: str, *args, **kwargs) -> None:
+    """The property matrix's `generator` property on one call this check makes anyway, so students see it too: a
+    forward that seeds torch's global generator or draws from it (a dropout mask of p = 0, noise times 0) fails here.
+    Fail-only, so it needs no reference (students run public checks with fixtures alone); `call_pure` has the inputs."""
+    properties.run(t, properties.Graded(name, call, None, generator=properties.Sample(label, args, kwargs)), ("generator",))
 
 
 def pair(value, what: str) -> list:
@@ -78,6 +86,7 @@ def public_rnn(t):
         assert_close(got[0], expected[0], what + " outputs" + note, rtol=1e-5, atol=1e-5)
         assert_close(got[1], expected[1], what + " last state" + note, rtol=1e-5, atol=1e-5)
     assert_device_agnostic(module(t, t.student.RNNLayer, (4, 5), w), [x], "RNNLayer(4, 5)(x)")
+    generator_untouched(t, "RNNLayer(4, 5)", module(t, t.student.RNNLayer, (4, 5), w), "x (2, 3, 4), h0 (2, 5)", x, h0)
 
 
 @check(2, 1, "LSTMLayer on a small batch with an initial (h, c), without one in float64, with saturated inputs",
@@ -108,6 +117,7 @@ def public_lstm(t):
         assert_close(h, expected[1][0], what + " h_T", rtol=1e-5, atol=1e-5)
         assert_close(c, expected[1][1], what + " c_T", rtol=1e-5, atol=1e-5)
     assert_device_agnostic(module(t, t.student.LSTMLayer, (4, 3), w), [x], "LSTMLayer(4, 3)(x)")
+    generator_untouched(t, "LSTMLayer(4, 3)", module(t, t.student.LSTMLayer, (4, 3), w), "x (2, 5, 4), (h0, c0)", x, state)
 
 
 def toy(t, V: int, scale: float = 1.0) -> dict:
@@ -131,6 +141,7 @@ def public_rnnlm(t):
         got = pair(lm(tokens) if given is None else lm(tokens, given), what)[0]
         assert_close(output(got, None, what), expected, what + " logits" + (" (pass the state to self.rnn)" if given
                                                                                  else ""), rtol=1e-5, atol=1e-5)
+    generator_untouched(t, "RNNLM(7, 4, 3)", lm, "tokens (2, 5)", tokens)
     tied_checks(t)
     toy_w = toy(t, V)
     for key, weights_, label in (("", toy_w, ""), ("loud", dict(toy_w, **{"proj.weight": toy_w["proj.weight"] * 2000}),
@@ -146,6 +157,8 @@ def public_rnnlm(t):
                                   "number cannot be backpropagated (no .item() or float()).")
             assert_close(got, expected, what + (" (inf: log of an underflowed softmax; use F.cross_entropy)" if key
                                                  else ""), rtol=1e-5)
+    generator_untouched(t, "lm_loss", t.student.lm_loss, "ToyRecurrentLM(7, 4), tokens (2, 5), pad_id=0",
+                        module(t, t.student.ToyRecurrentLM, (V, 4), toy_w), tokens, pad_id=0)
 
 
 def tied_checks(t) -> None:
@@ -305,6 +318,8 @@ def public_decoding(t):
         greedy = call_pure(t.student.greedy_decode, model, prefix, max_len, 3, what=what)
         assert_equal(greedy, t.expected(f"greedy{prefix}{max_len}", lambda ref: ref.greedy_decode(
             ref.TableModel(public_table()), prefix, max_len, 3)), what)
+    generator_untouched(t, "greedy_decode", t.student.greedy_decode, "TableModel(table), prefix=[2], max_len=4, eos_id=3",
+                        model, [2], 4, 3)
     beams = t.student.beam_search(model, [2], 3, 4, 3, alpha=1.0)
     expected = t.expected("beam", lambda ref: ref.beam_search(ref.TableModel(public_table()), [2], 3, 4, 3, alpha=1.0))
     what = "beam_search(TableModel(table), prefix=[2], beam_size=3, max_len=4, eos_id=3, alpha=1.0)"
@@ -453,6 +468,8 @@ def public_seq2seq(t):
     assert_close(attn, expected[1], what + " attention weights (attend with the decoder's h BEFORE the step)",
                  rtol=1e-7, atol=1e-9)
     assert_close(logits, expected[0], what + " logits", rtol=1e-7, atol=1e-9)
+    generator_untouched(t, "Seq2Seq(13, 5, 6, 4)", model, "src (4, 6) padded, src != 0, tgt_in (4, 5), float64",
+                        src, src != 0, tgt_in)
     for max_len in (7, 0):
         what = f"greedy_translate(Seq2Seq(13, 5, 6, 4) with random weights, src (4, 6) padded with 0, max_len={max_len})"
         got = call_pure(t.student.greedy_translate, model, src, max_len, what=what)

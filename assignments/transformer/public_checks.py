@@ -16,6 +16,7 @@ import math
 import numpy as np
 import torch
 
+from autograder.checking import properties
 from autograder.checking.checks import check
 from autograder.checking.compare import assert_close, assert_equal
 from autograder.checking.purity import call_pure
@@ -103,6 +104,13 @@ def make_module(t, name: str, args: tuple, kwargs: dict, state: dict, dtype):
     shown = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
     load_weights(t, module, {k: v.to(dtype) for k, v in state.items()}, f"{name}({shown})")
     return module.to(t.device)
+
+
+def generator_untouched(t, name: str, call, label: str, *args, **kwargs) -> None:
+    """The property matrix's `generator` property on one call this check makes anyway, so students see it too: a
+    forward that seeds torch's global generator or draws from it (a dropout mask of p = 0) fails here. Fail-only,
+    so it needs no reference (students run public checks with fixtures alone); `call_pure` has the inputs."""
+    properties.run(t, properties.Graded(name, call, None, generator=properties.Sample(label, args, kwargs)), ("generator",))
 
 
 def randn(t, *shape, dtype=F64, scale=1.0):
@@ -250,9 +258,11 @@ def public_feed_forward(t):
              | linear_shapes("down", 10, 6, False)}
     for name, shapes in cases.items():
         state = {k.lstrip("."): v for k, v in fill(t.rng, shapes).items()}
-        got = make_module(t, name, (6, 10), {}, state, F32)(x)
+        module = make_module(t, name, (6, 10), {}, state, F32)
+        got = module(x)
         expected = t.expected(name, lambda ref: float32_of(ref_module(ref, name, (6, 10), {}, state)(x.double())))
         assert_close(got, expected, f"{name}(6, 10)(x (2, 3, 6))", rtol=1e-5, atol=1e-5)
+        generator_untouched(t, f"{name}(6, 10)", module, "x (2, 3, 6)", x)
 
 
 @check(3, 1, "apply_rope, MultiHeadAttention with RoPE at scores of size 1000, and a pre-norm causal Block(8, 2, 12)",
@@ -264,20 +274,25 @@ def public_block(t):
         got = call_pure(t.student.apply_rope, x, positions, base, what=what)
         assert_close(got, t.expected(f"rope{base}", lambda ref: ref.apply_rope(x, positions, base)), what,
                      rtol=1e-7, atol=1e-9)
+    generator_untouched(t, "apply_rope", t.student.apply_rope, "x (2, 3, 5, 4), positions 0..4", x, torch.arange(5))
     state = {k.lstrip("."): v for k, v in fill(t.rng, attention_shapes("", 8)).items()}
     x = randn(t, 2, 5, 8, scale=40.0)
     what = "MultiHeadAttention(8, 2, rope=True)(x (2, 5, 8) with entries of size 40, causal=True, float64)"
-    got = make_module(t, "MultiHeadAttention", (8, 2), {"rope": True}, state, F64)(x, None, True)
+    attention = make_module(t, "MultiHeadAttention", (8, 2), {"rope": True}, state, F64)
+    got = attention(x, None, True)
     expected = t.expected("attention", lambda ref: ref_module(ref, "MultiHeadAttention", (8, 2), {"rope": True}, state)(
         x, None, True).detach())
     if isinstance(got, torch.Tensor) and not bool(torch.isfinite(got).all()):
         raise CheckFailed(f"{what}: NaN or inf in the output: a softmax by hand, exp(scores) / sum, overflows at "
                           "scores of size 1000; use torch.softmax (or subtract each row's maximum first).")
     assert_close(got, expected, what, rtol=1e-7, atol=1e-9)
+    generator_untouched(t, "MultiHeadAttention(8, 2, rope=True)", attention, "x (2, 5, 8), causal=True", x, None, True)
     state, x = fill(t.rng, block_shapes("", 8, 12)), randn(t, 2, 5, 8, dtype=F32)
-    got = call_pure(make_module(t, "Block", (8, 2, 12), {}, state, F32), x, what="Block(8, 2, 12)(x (2, 5, 8))")
+    block = make_module(t, "Block", (8, 2, 12), {}, state, F32)
+    got = call_pure(block, x, what="Block(8, 2, 12)(x (2, 5, 8))")
     expected = t.expected("out", lambda ref: float32_of(ref_module(ref, "Block", (8, 2, 12), {}, state)(x.double())))
     assert_close(got, expected, "Block(8, 2, 12)(x (2, 5, 8))", rtol=1e-4, atol=1e-4)
+    generator_untouched(t, "Block(8, 2, 12)", block, "x (2, 5, 8)", x)
 
 
 LM_CONFIG = dict(vocab_size=11, d_model=8, n_layers=2, n_heads=2, d_ff=12, max_len=9)
@@ -452,9 +467,11 @@ def public_seq2seq(t):
     args = (11, 8, 2, 12, 1, 9)
     state = fill(t.rng, seq2seq_shapes(*args))
     src, tgt = torch.from_numpy(t.rng.integers(0, 11, (2, 7))), torch.from_numpy(t.rng.integers(0, 11, (2, 5)))
-    got = make_module(t, "Seq2Seq", args, {}, state, F32)(src, tgt)
+    seq2seq = make_module(t, "Seq2Seq", args, {}, state, F32)
+    got = seq2seq(src, tgt)
     expected = t.expected("out", lambda ref: float32_of(ref_module(ref, "Seq2Seq", args, {}, state)(src, tgt)))
     assert_close(got, expected, "Seq2Seq(11, 8, 2, 12, 1, 9)(src (2, 7), tgt_in (2, 5))", rtol=1e-4, atol=1e-4)
+    generator_untouched(t, "Seq2Seq(11, 8, 2, 12, 1, 9)", seq2seq, "src (2, 7), tgt_in (2, 5)", src, tgt)
     model = make_module(t, "Seq2Seq", args, {}, state, F64)
     got = t.student.greedy_decode(model, src, 6, 10)
     expected = t.expected("greedy", lambda ref: ref.greedy_decode(ref_module(ref, "Seq2Seq", args, {}, state), src, 6,
@@ -463,6 +480,7 @@ def public_seq2seq(t):
         raise CheckFailed("greedy_decode(model, src (2, 7), 6, bos=10) should return an int64 tensor")
     assert_equal(got.tolist(), expected, "greedy_decode(model, src (2, 7), 6, bos=10) (the decoder sees [BOS] and "
                  "every token chosen so far at each step)")
+    generator_untouched(t, "greedy_decode", t.student.greedy_decode, "Seq2Seq, src (2, 7), 6, bos=10", model, src, 6, 10)
 
 
 @check(8, 1, "train_seq2seq: two steps from a given init_state and one from a confident one", public=True,
