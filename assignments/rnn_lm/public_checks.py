@@ -138,7 +138,7 @@ def public_rnnlm(t):
         what = f"RNNLM(7, 4, 3)(tokens (2, 5){', a state (h, c)' if given else ''})"
         expected = t.expected(key, lambda ref: float32_of(reference(ref.RNNLM(V, E, H), w, F64)(
             tokens, None if given is None else tuple(s.double() for s in given))[0]))
-        got = pair(lm(tokens) if given is None else lm(tokens, given), what)[0]
+        got = pair(call_pure(lm, tokens, *(() if given is None else (given,)), what=what), what)[0]
         assert_close(output(got, None, what), expected, what + " logits" + (" (pass the state to self.rnn)" if given
                                                                                  else ""), rtol=1e-5, atol=1e-5)
     generator_untouched(t, "RNNLM(7, 4, 3)", lm, "tokens (2, 5)", tokens)
@@ -463,7 +463,7 @@ def public_seq2seq(t):
     tgt_in = torch.tensor([[1, 4, 9, 7, 5], [1, 10, 11, 6, 8], [1, 3, 8, 2, 0], [1, 12, 9, 4, 6]])
     model = module(t, t.student.Seq2Seq, (V, E, H, A), state, F64)
     what = "Seq2Seq(13, 5, 6, 4)(src (4, 6) padded, src != 0, tgt_in (4, 5), float64)"
-    logits, attn = pair(model(src, src != 0, tgt_in), what)
+    logits, attn = pair(call_pure(model, src, src != 0, tgt_in, what=what), what)
     expected = t.expected("forward", lambda ref: reference(ref.Seq2Seq(V, E, H, A), state, F64)(src, src != 0, tgt_in))
     assert_close(attn, expected[1], what + " attention weights (attend with the decoder's h BEFORE the step)",
                  rtol=1e-7, atol=1e-9)

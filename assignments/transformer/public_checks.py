@@ -259,7 +259,7 @@ def public_feed_forward(t):
     for name, shapes in cases.items():
         state = {k.lstrip("."): v for k, v in fill(t.rng, shapes).items()}
         module = make_module(t, name, (6, 10), {}, state, F32)
-        got = module(x)
+        got = call_pure(module, x, what=f"{name}(6, 10)(x (2, 3, 6))")
         expected = t.expected(name, lambda ref: float32_of(ref_module(ref, name, (6, 10), {}, state)(x.double())))
         assert_close(got, expected, f"{name}(6, 10)(x (2, 3, 6))", rtol=1e-5, atol=1e-5)
         generator_untouched(t, f"{name}(6, 10)", module, "x (2, 3, 6)", x)
@@ -279,7 +279,7 @@ def public_block(t):
     x = randn(t, 2, 5, 8, scale=40.0)
     what = "MultiHeadAttention(8, 2, rope=True)(x (2, 5, 8) with entries of size 40, causal=True, float64)"
     attention = make_module(t, "MultiHeadAttention", (8, 2), {"rope": True}, state, F64)
-    got = attention(x, None, True)
+    got = call_pure(attention, x, None, True, what=what)
     expected = t.expected("attention", lambda ref: ref_module(ref, "MultiHeadAttention", (8, 2), {"rope": True}, state)(
         x, None, True).detach())
     if isinstance(got, torch.Tensor) and not bool(torch.isfinite(got).all()):
@@ -468,12 +468,12 @@ def public_seq2seq(t):
     state = fill(t.rng, seq2seq_shapes(*args))
     src, tgt = torch.from_numpy(t.rng.integers(0, 11, (2, 7))), torch.from_numpy(t.rng.integers(0, 11, (2, 5)))
     seq2seq = make_module(t, "Seq2Seq", args, {}, state, F32)
-    got = seq2seq(src, tgt)
+    got = call_pure(seq2seq, src, tgt, what="Seq2Seq(11, 8, 2, 12, 1, 9)(src (2, 7), tgt_in (2, 5))")
     expected = t.expected("out", lambda ref: float32_of(ref_module(ref, "Seq2Seq", args, {}, state)(src, tgt)))
     assert_close(got, expected, "Seq2Seq(11, 8, 2, 12, 1, 9)(src (2, 7), tgt_in (2, 5))", rtol=1e-4, atol=1e-4)
     generator_untouched(t, "Seq2Seq(11, 8, 2, 12, 1, 9)", seq2seq, "src (2, 7), tgt_in (2, 5)", src, tgt)
     model = make_module(t, "Seq2Seq", args, {}, state, F64)
-    got = t.student.greedy_decode(model, src, 6, 10)
+    got = call_pure(t.student.greedy_decode, model, src, 6, 10, what="greedy_decode(model, src (2, 7), 6, bos=10)")
     expected = t.expected("greedy", lambda ref: ref.greedy_decode(ref_module(ref, "Seq2Seq", args, {}, state), src, 6,
                                                                   10).tolist())
     if not isinstance(got, torch.Tensor) or got.dtype != torch.int64:
