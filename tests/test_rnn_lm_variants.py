@@ -224,7 +224,7 @@ HUNT_BUGS = {
     "RNNLayer detaches h0": ([(H0, H0.replace("else h0", "else h0.detach()"))], "1", {"rnn_gradients"}),
     "LSTM cell state updated in place (the caller's c)": ([(C_UPDATE,
         "        c = c.mul_(torch.sigmoid(f)).add_(torch.sigmoid(i) * torch.tanh(g))")], "2",
-        {"lstm_cell_hidden", "lstm_layer_hidden"}),
+        {"lstm_cell_hidden", "lstm_layer_hidden", "lstm_gradients"}),  # the matrix's `inputs`: the caller's c changed
     "LSTMLayer outputs the cell states": ([("            outputs.append(state[0])", "            outputs.append(state[1])")],
                                           "2", {"public_lstm", "lstm_layer_hidden", "lstm_gradients"}),
     "GRU interpolation swapped": ([("        return (1 - z) * n + z * h", "        return z * n + (1 - z) * h")], "2",

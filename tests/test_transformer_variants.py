@@ -260,7 +260,8 @@ BUGS = {
     # ---- a third hunt: extreme values, devices, the edges the docstrings fix ----
     "LayerNorm variance as E[x^2] - E[x]^2": (
         [("        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # (..., 1), biased",
-          "        var = (x * x).mean(dim=-1, keepdim=True) - mean ** 2")], {"1"}, {"public_norms", "norm_extremes"}),
+          "        var = (x * x).mean(dim=-1, keepdim=True) - mean ** 2")], {"1"},
+        {"public_norms", "norm_extremes", "norm_gradients"}),  # the matrix's extremes: 1e6 + noise cancels
     "RMSNorm upcast to float32 and back (LLaMA style)": (
         [(RMS_RETURN, "        h = x.float()\n        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)\n"
                       "        return h.type_as(x) * self.weight")], {"1"},
