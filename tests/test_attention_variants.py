@@ -144,7 +144,7 @@ BUGS |= {
     "bilinear_attention softmax without subtracting the maximum": (
         [("    weights = torch.softmax(scores, dim=-1)\n    return torch.einsum",
           "    e = torch.exp(scores)\n    weights = e / e.sum(dim=-1, keepdim=True)\n    return torch.einsum")],
-        {"1"}, {"public_dot_product", "bilinear_hidden"}),
+        {"1"}, {"public_dot_product", "bilinear_hidden", "q1_gradients"}),  # the matrix: NaN gradients at scores of 1000
     "additive -inf mask and nan_to_num: NaN gradients for fully masked rows": (
         [(FILL + SOFTMAX, "        scores = scores + torch.zeros_like(scores).masked_fill(~mask, float('-inf'))\n"
                           "    weights = torch.nan_to_num(torch.softmax(scores, dim=-1))\n    if mask is not None:  # a row")],
@@ -213,7 +213,7 @@ NEW_BUGS = {
     "dot_product_attention weights kept as (B, S, 1)": (
         [(DOT, "    scores = torch.bmm(H_enc, h_dec.unsqueeze(-1))  # (B, S, 1)\n"
                "    weights = torch.softmax(scores, dim=1)\n    context = (weights * H_enc).sum(dim=1)\n")], {"1"},
-        {"public_dot_product", "dot_product_hidden"}),
+        {"public_dot_product", "dot_product_hidden", "q1_gradients"}),  # the matrix's samples see the shape too
     "dot_product_attention context from the raw scores": (
         [(DOT, DOT.replace('"bs,bsd->bd", weights', '"bs,bsd->bd", scores'))], {"1"}, Q1),
     "bilinear_attention projects in float32": (

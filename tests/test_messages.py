@@ -254,7 +254,8 @@ def test_the_attention_checks_name_the_fully_masked_row():
                                              "    e = torch.exp(scores)\n    weights = e / e.sum(-1, keepdim=True)\n"
                                              "    if mask is not None:  # a row")])
     message = run_checks("attention", by_hand, {"sdpa_stability"})["sdpa_stability"]
-    assert "numerically stable" in message and "every key masked" not in message
+    # the property matrix names what broke (huge scores) and the stable routine to use, not masked rows
+    assert "property `extremes`" in message and "torch.softmax" in message and "every key masked" not in message
 
 
 # ---- 3. question titles in the results table ----------------------------------------------------

@@ -1,7 +1,7 @@
 """The engine believes nothing the worker says: attacks on its own code in the worker gain nothing.
 
 A graded cell can replace anything in the student's process, the engine's worker code included
-(`Worker.op_vjp`, `Worker.op_meta`, `wire.encode`, `Worker.send`) and can return tensors that
+(`Worker.op_vjp`, `Worker.op_device`, `wire.encode`, `Worker.send`) and can return tensors that
 lie about their device and dtype. Each attack here runs in a real `Sandbox`; the grader's
 primitives must decide exactly as they would for the same code without the attack (the attack
 gains nothing). Also here: replies that would balloon the grader's memory, reference results that
@@ -111,14 +111,22 @@ def _fake_vjp(self, msg, arrays):
 _W.op_call, _W.op_vjp = _spy_call, _fake_vjp
 '''
 
-FAKE_META = '''
+FAKE_DEVICE = '''
 import sys
 _W = sys.modules["autograder.sandbox.worker"].Worker
+_wire = sys.modules["autograder.sandbox.wire"]
+_real_device, _real_encode = _W.op_device, _wire.encode
 
-def _fake_meta(self, msg, arrays):  # "every output on meta, in the dtype asked for, nothing foreign"
-    return {"outputs": [{"device": "meta", "dtype": msg.get("dtype", "float32"), "shape": [2, 3]}], "foreign": None}
+def _fake_device(self, msg, arrays):  # "it ran on the device": every run is really on the CPU
+    return _real_device(self, dict(msg, simulated=False), arrays)
 
-_W.op_meta = _fake_meta
+def _fake_encode(value, arrays, *, make_handle=None, depth=0):  # and every tensor says it is on the device
+    tree = _real_encode(value, arrays, make_handle=make_handle, depth=depth)
+    if isinstance(tree, dict) and "__tensor__" in tree:
+        tree["device"] = "accel:0"
+    return tree
+
+_W.op_device, _wire.encode = _fake_device, _fake_encode
 '''
 
 # The encoder sends float16 results as float64 (to look precise) and everything else as float16
@@ -235,8 +243,8 @@ def test_a_replaced_op_vjp_gains_nothing(honest):
     assert gains == []
 
 
-def test_a_replaced_op_meta_earns_only_a_note(honest):
-    with student_box(FAKE_META) as box:
+def test_a_replaced_device_op_earns_only_a_note(honest):
+    with student_box(FAKE_DEVICE) as box:
         student = Student(box, timeout=20)
         note = assert_device_agnostic(student.fixed_device, [x64(2, 3)], "fixed_device")
         # what only the worker can see is a note, never a basis for points
@@ -411,8 +419,13 @@ def test_a_worker_writing_the_cache_changes_no_threshold(tmp_path, monkeypatch):
     (written,) = (cache / "reference").glob("*.json")
     assert json.loads(written.read_text()) == 10.0
     report = runner.grade(forger, toy, limits=unconfined)
-    assert json.loads(written.read_text()) == 1e9  # the forger did write the cache ...
-    assert report.score == 1.0 and "above the limit 10.0" in report.results[1].output  # ... and gained nothing
+    # a root grader's worker has a uid of its own and cannot write root's cache at all; where one could
+    # (the same uid), the file is what it wrote: forge it here to stand for that worker
+    assert json.loads(written.read_text()) in (10.0, 1e9)
+    assert report.score == 1.0 and "above the limit 10.0" in report.results[1].output  # it gained nothing
+    written.write_text(json.dumps(1e9))
+    report = runner.grade(forger, toy, limits=unconfined)
+    assert report.score == 1.0 and "above the limit 10.0" in report.results[1].output  # nor from a forged file
     assert runner.grade(honest, toy, limits=unconfined).score == 2.0  # nor did the next student lose
 
 
@@ -501,13 +514,13 @@ def test_blame_in_a_one_question_run_names_no_function_whose_own_checks_did_not_
 
 
 def test_graded_code_that_reaches_the_engine_is_not_run(tmp_path):
-    """Replacing `Worker.op_meta` to hide a hard-coded device: the statements that would do it, at load,
+    """Replacing `Worker.op_device` to hide a hard-coded device: the statements that would do it, at load,
     are outside the graded-code subset and are not run, so the probe sees the student's own code."""
     from autograder.authoring import assignments
     from tests.helpers import solution_text
     attention = assignments.get("attention")
     forged = tmp_path / "forged.py"
-    forged.write_text(solution_text("attention") + "\n\nimport sys\n" + FAKE_META.split("import sys", 1)[-1])
+    forged.write_text(solution_text("attention") + "\n\nimport sys\n" + FAKE_DEVICE.split("import sys", 1)[-1])
     honest = runner.grade(attention.reference_path, attention, questions={"7"}, limits=LIMITS)
     report = runner.grade(forged, attention, questions={"7"}, limits=LIMITS)
     probed = {fn.__name__ for fn in attention.checks() if fn.lmgrade_check.question == "7"
@@ -515,8 +528,8 @@ def test_graded_code_that_reaches_the_engine_is_not_run(tmp_path):
     assert all(r.passed for r in honest.results) and probed
     assert {r.name for r in report.results if r.passed} == {r.name for r in honest.results if r.passed}
     not_run = [note for note in report.notes if note.startswith("Not run: ")]
-    assert [note.split(" (")[0] for note in not_run] == [
-        "Not run: `import sys`", "Not run: `sys`", "Not run: `_W.op_meta`"]
+    shown = [note.split(" (")[0] for note in not_run]
+    assert shown[:2] == ["Not run: `import sys`", "Not run: `sys`"] and shown[-1] == "Not run: `_W.op_device`", shown
 
 
 SEAL_CHECKS = '''

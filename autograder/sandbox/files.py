@@ -164,6 +164,11 @@ def worker_trees(python: str, sitedir: Path | None = None) -> list[Path]:
     if (exe.parent.parent / "pyvenv.cfg").exists():
         trees.append(exe.parent.parent)
     trees += [exe.resolve(), exe.resolve().parent] + ([sitedir] if sitedir is not None else [])
+    # and every folder this interpreter imports from (a .pth file's, as Colab's preinstalled packages),
+    # except course data, which Landlock and the guard keep closed anyway
+    excluded = _course_data()
+    trees += [Path(p) for p in sys.path
+              if p and os.path.isdir(p) and not any(_real(p).is_relative_to(e) for e in excluded)]
     return list(dict.fromkeys(_real(p) for p in trees if os.path.exists(p)))
 
 
