@@ -164,11 +164,15 @@ def worker_trees(python: str, sitedir: Path | None = None) -> list[Path]:
     if (exe.parent.parent / "pyvenv.cfg").exists():
         trees.append(exe.parent.parent)
     trees += [exe.resolve(), exe.resolve().parent] + ([sitedir] if sitedir is not None else [])
-    # and every folder this interpreter imports from (a .pth file's, as Colab's preinstalled packages),
-    # except course data, which Landlock and the guard keep closed anyway
+    # and the folders a .pth file adds to the path (Colab's preinstalled packages), which the worker
+    # (-s -P, a clean environment) imports from too: not the grader's script folder or current folder,
+    # nor PYTHONPATH's, which it never sees; course data stays closed (Landlock, the guard)
     excluded = _course_data()
-    trees += [Path(p) for p in sys.path
-              if p and os.path.isdir(p) and not any(_real(p).is_relative_to(e) for e in excluded)]
+    not_worker = set(os.environ.get("PYTHONPATH", "").split(os.pathsep))
+    if not sys.flags.safe_path and sys.path:
+        not_worker.add(sys.path[0])
+    trees += [Path(p) for p in sys.path if p and p not in not_worker and os.path.isdir(p)
+              and not any(_real(p).is_relative_to(e) for e in excluded)]
     return list(dict.fromkeys(_real(p) for p in trees if os.path.exists(p)))
 
 
