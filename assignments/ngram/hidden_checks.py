@@ -632,6 +632,14 @@ def greedy_hidden(t):
     assert_equal(t.student.generate(lm, 10, True), ["<unk>", "x"],
                  "generate(lm, 10, greedy=True) where <unk> is the likeliest first word (<unk> is a word of the "
                  "vocabulary like any other: do not skip it)")
+    # words that sort before "</s>" (punctuation, digits) are words like any other: only "</s>" stops
+    # (found by `lmgrade mutants ngram`: `word <= "</s>"` passed every check)
+    marks = {("<s>",): {",": 0.7, "!": 0.1, "1": 0.1, "</s>": 0.1}, (",",): {",": 0.1, "!": 0.6, "1": 0.2, "</s>": 0.1},
+             ("!",): {",": 0.1, "!": 0.1, "1": 0.7, "</s>": 0.1}, ("1",): {",": 0.1, "!": 0.1, "1": 0.1, "</s>": 0.7}}
+    lm = t.student.support("TableLM", 2, [",", "!", "1", "</s>"], marks)
+    assert_equal(t.student.generate(lm, 10, True), [",", "!", "1"],
+                 "generate(lm, 10, greedy=True) over the words ',', '!' and '1', which sort before '</s>' "
+                 "(stop at the word \"</s>\" itself, not at words that compare below it)")
 
 
 SAMPLE_WORDS = ["a", "b", "c", "d", "<unk>"]  # <unk> is a word like any other: a sampler that skips it shows
