@@ -171,8 +171,15 @@ def worker_trees(python: str, sitedir: Path | None = None) -> list[Path]:
     not_worker = set(os.environ.get("PYTHONPATH", "").split(os.pathsep))
     if not sys.flags.safe_path and sys.path:
         not_worker.add(sys.path[0])
-    trees += [Path(p) for p in sys.path if p and p not in not_worker and os.path.isdir(p)
-              and not any(_real(p).is_relative_to(e) for e in excluded)]
+    added = [Path(p) for p in sys.path if p and p not in not_worker and os.path.isdir(p)
+             and not any(_real(p).is_relative_to(e) for e in excluded)]
+    trees += added
+    for folder in added:  # a folder of links (a link farm of packages): where its links lead, too
+        try:
+            links = [_real(e.path) for e in os.scandir(folder) if e.is_symlink()]
+        except OSError:
+            links = []
+        trees += [link.parent for link in links if not any(link.is_relative_to(x) for x in excluded)]
     return list(dict.fromkeys(_real(p) for p in trees if os.path.exists(p)))
 
 
