@@ -24,7 +24,7 @@ from autograder.sandbox.extract import Cell
 
 # The grader's own code in the worker: graded code that imports it may rewrite what the worker reports.
 # (The policy refuses such imports outright; this stays for callers that ask who reaches the engine.)
-ENGINE_NAMES = frozenset({"autograder", "lmgrade", "Worker", "op_meta", "op_vjp", "op_call", "op_getattr",
+ENGINE_NAMES = frozenset({"autograder", "lmgrade", "Worker", "op_device", "op_vjp", "op_call", "op_getattr",
                           "place_tensors", "CappedWriter"})
 
 

@@ -202,13 +202,12 @@ def _hook(ns, sources, allowed, rules, report, keep, trusted):
     dataclass_globals, field_type = dataclasses.__dict__, dataclasses.Field
     field_name = dataclasses.Field.__dict__["name"].__get__
     type_dict = type.__dict__["__dict__"].__get__
-    type_module = type.__dict__["__module__"].__get__
     type_qualname, type_name = type.__dict__["__qualname__"].__get__, type.__dict__["__name__"].__get__
     type_mro = type.__dict__["__mro__"].__get__
     find_and_load = bootstrap._find_and_load.__code__
     importlib_globals = (bootstrap.__dict__, external.__dict__, importlib.__dict__)
     get_code = frozenset({external.SourceLoader.get_code.__code__, external.SourcelessFileLoader.get_code.__code__})
-    function, code_type, module_type, mapping = types.FunctionType, types.CodeType, types.ModuleType, types.MappingProxyType
+    function, code_type, module_type = types.FunctionType, types.CodeType, types.ModuleType
     iskeyword, is_link = keyword.iskeyword, stat.S_ISLNK
     type_, str_, bytes_, dict_, int_, issubclass_, any_, all_, max_, len_, list_ = (
         type, str, bytes, dict, int, issubclass, any, all, max, len, list)
