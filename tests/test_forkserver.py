@@ -27,6 +27,7 @@ PROBE = textwrap.dedent("""
         fds = [os.path.join("/proc/self/fd", fd) for fd in os.listdir("/proc/self/fd")]
         return {"fds": sorted(os.readlink(fd).split("[")[0] for fd in fds if os.path.exists(fd)), "leader": os.getsid(0) == os.getpid(),
                 "parent": os.getppid(), "pid": os.getpid() == 1, "cwd": os.getcwd(), "env": dict(os.environ),
+                "mapped": int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE"),
                 "limits": {name: list(resource.getrlimit(getattr(resource, name))) for name in limits},
                 "status": {k: status[k].strip() for k in ("NoNewPrivs", "CapEff", "CapPrm", "CapBnd", "Threads")},
                 "userns": os.readlink("/proc/self/ns/user"), "mountns": os.readlink("/proc/self/ns/mnt"),
@@ -66,13 +67,19 @@ def test_a_forked_worker_is_confined_as_one_started_with_exec(monkeypatch, own_s
         m.setattr(forkserver, "AVAILABLE", False)
         started, was_forked = probed()
     assert not was_forked
-    for key in ("fds", "leader", "limits", "status"):
+    for key in ("fds", "leader", "status"):
         assert forked[key] == started[key], key
+    # the address space: what each had mapped at its load plus the same budget (a forked worker maps more)
+    assert {k: v for k, v in forked["limits"].items() if k != "RLIMIT_AS"} == \
+        {k: v for k, v in started["limits"].items() if k != "RLIMIT_AS"}
+    for probe in (forked, started):
+        room = probe["limits"]["RLIMIT_AS"][0] - probe["mapped"]
+        assert FAST.memory_bytes - (64 << 20) < room <= FAST.memory_bytes, room
     assert forked["waited_by"] == started["waited_by"] == os.getpid()  # adopted: this process waits for it
     # where it has a PID namespace of its own the worker is its PID 1, its parent (the keeper) outside it
     assert forked["parent"] == started["parent"] and forked["pid"] == started["pid"]
     assert forked["leader"] and forked["status"]["NoNewPrivs"] == "1" and forked["status"]["Threads"] == "1"
-    assert forked["limits"]["RLIMIT_AS"][0] == FAST.memory_bytes and forked["limits"]["RLIMIT_CORE"] == [0, 0]
+    assert forked["limits"]["RLIMIT_CORE"] == [0, 0]
     for ns in ("user", "mnt"):  # a namespace of its own exactly where a worker started with exec gets one
         mine = os.readlink(f"/proc/self/ns/{ns}")
         key = "userns" if ns == "user" else "mountns"

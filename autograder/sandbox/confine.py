@@ -51,7 +51,6 @@ class Plan:
     netns: bool  # as root: a fresh network namespace first (it needs root's rights)
     isolate_network: bool  # a fresh network namespace wherever its own user namespace allows one
     cgroup_procs: tuple  # as root: the `cgroup.procs` files of its cgroups, to join
-    memory_bytes: int | None  # RLIMIT_AS (None on CUDA: the runtime reserves far more than it uses)
     cpu_seconds: int
     file_bytes: int
     nproc: int | None  # RLIMIT_NPROC before its own user namespace, where the uid is not root
@@ -154,8 +153,6 @@ def confine(plan: Plan, ruleset: int | None, prepared: Prepared) -> None:
         for limit, soft, hard in plan.rlimits:  # the grader's, whatever the fork server's became
             if resource.getrlimit(limit) != (soft, hard):  # raising one may need a right this root lacks:
                 resource.setrlimit(limit, (soft, hard))  # then the worker fails to start and exec is used
-        if plan.memory_bytes is not None:
-            resource.setrlimit(resource.RLIMIT_AS, (plan.memory_bytes, plan.memory_bytes))
         resource.setrlimit(resource.RLIMIT_CPU, (plan.cpu_seconds, plan.cpu_seconds + 5))
         resource.setrlimit(resource.RLIMIT_FSIZE, (plan.file_bytes, plan.file_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

@@ -147,7 +147,7 @@ class Sandbox:
                     root=root, netns=limits.isolate_network and root and LIBC is not None,
                     isolate_network=limits.isolate_network,
                     cgroup_procs=tuple(str(group / "cgroup.procs") for group in self.cgroups),
-                    memory_bytes=None if cuda else limits.memory_bytes, cpu_seconds=limits.cpu_seconds,
+                    cpu_seconds=limits.cpu_seconds,
                     file_bytes=limits.file_bytes,
                     nproc=limits.process_margin if own else
                     task_count(uid) + limits.process_margin if uid != 0 and HAVE_PROC else None,
@@ -340,7 +340,7 @@ class Sandbox:
             try:
                 reply, reply_arrays = self._exchange(
                     {"op": "load", "cells": cells, "device": self.device, "import_torch": self.import_torch,
-                     "guard": self.guard},
+                     "guard": self.guard, "memory_bytes": None if self.device.startswith("cuda") else limits.memory_bytes},
                     [], clock, progress)
             except WorkerFailure as failure:
                 self._kill()

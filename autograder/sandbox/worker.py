@@ -19,6 +19,11 @@ import types
 
 import numpy as np
 
+try:
+    import resource
+except ImportError:  # Windows: the worker runs without limits there, and says so
+    resource = None
+
 from autograder.sandbox import guard, support, wire  # noqa: F401 - support: loaded before the guard
 
 CELL_PREFIX = "<graded cell "
@@ -163,6 +168,7 @@ class Worker:
             import torch  # noqa: F401 - imported before student code so seeding and devices work
             from autograder.sandbox import simulated_device
             simulated_device.install()  # before any backward: autograd sizes its device queues once
+        bound_address_space(msg.get("memory_bytes"))
         errors = []
         ns = self.module.__dict__
         ns["__name__"] = guard.SUBMISSION
@@ -354,6 +360,27 @@ def describe(exc: BaseException) -> dict:
     except BaseException:  # noqa: BLE001 - a hostile __str__
         message = "(the exception's message could not be printed)"
     return {"type": type(exc).__name__, "message": message[:2000], "traceback": "\n".join(lines)}
+
+
+def bound_address_space(budget: int | None) -> None:
+    """RLIMIT_AS: what this process has mapped before any graded cell runs, plus `budget`.
+
+    Why measured here and not fixed: a CUDA build of torch maps about 3 GiB of libraries at import
+    (a CPU build 0.6 GiB), and a fixed limit left such a worker no room for a thread's stack or a
+    module. What graded code may add is the same on every build. Lowering a limit needs no right."""
+    if budget is None or resource is None:  # CUDA reserves far more address space than it uses
+        return
+    try:
+        with open("/proc/self/statm") as f:
+            mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        mapped = 0
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    wanted = mapped + budget
+    if hard != resource.RLIM_INFINITY:
+        wanted = min(wanted, hard)
+    if soft == resource.RLIM_INFINITY or wanted < soft:  # only ever lowered: a second load keeps the first
+        resource.setrlimit(resource.RLIMIT_AS, (wanted, wanted))
 
 
 def main(argv: list[str]) -> None:
