@@ -255,14 +255,14 @@ class Remote:
         return self._call({"op": "vjp", "target": self._target, "wrt": wrt, "output_index": output_index},
                           {"args": list(args), "cotangent": cotangent}, label)
 
-    def on_device(self, *args, kwargs: dict | None = None, dtype: str = "float32", simulated: bool = True,
+    def on_device(self, *args, kwargs: dict | None = None, dtype: str | None = "float32", simulated: bool = True,
                   device_arg: str | None = None, seed: int | None = None, move_data: bool = True) -> dict:
         """Call on a simulated non-CPU device, or (simulated=False) the same way on the CPU, for the
         comparison (see worker.op_device): {"outputs": the value, "states": module state dicts after}.
         `device_arg` names a keyword the worker sets to the device; `move_data=False` moves only the
         modules (a training loop's data stay on the CPU); `seed` seeds torch's global
         generator first; `kwargs` are the call's keyword arguments (a dict: the student's may be
-        called `seed` or `dtype` too)."""
+        called `seed` or `dtype` too); `dtype=None` keeps each value's own dtype."""
         kwargs = dict(kwargs or {})
         where = "on a non-CPU device" if simulated else "on the CPU (copies, as on the device)"
         label = f"{self._label}({describe_args(args, kwargs)}) {where}"

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 
 from autograder.sandbox.capabilities import CapDrop
-from autograder.sandbox.landlock import (FS_EXECUTE, PathBeneathAttr, landlock_allow_beneath, landlock_fs_rights,
+from autograder.sandbox.landlock import (FS_EXECUTE, PathBeneathAttr, landlock_allow_beneath, landlock_fs_rights, proc_rule,
                                         landlock_restrict)
 from autograder.sandbox.linux import LIBC, PR_SET_NO_NEW_PRIVS, check, resource
 from autograder.sandbox.namespaces import (CLONE_NEWNET, CLONE_NEWNS, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC,
@@ -82,6 +82,7 @@ class Prepared:
     def __init__(self, plan: Plan):
         self.caps = CapDrop() if LIBC is not None else None
         self.scratch_rule = PathBeneathAttr(landlock_fs_rights() & ~FS_EXECUTE, -1) if plan.landlock else None
+        self.proc_rule = proc_rule() if plan.landlock else None
 
 
 def grader_rlimits() -> tuple:
@@ -101,13 +102,18 @@ def grader_rlimits() -> tuple:
 def confine(plan: Plan, ruleset: int | None, prepared: Prepared) -> None:
     """Apply `plan` to this process; the order matters. `ruleset` is the Landlock ruleset's fd.
 
-    With `plan.pid_namespace` this process forks twice at the end: the caller's process stays outside
-    as the keeper, its child is the init (PID 1) of the new namespaces (neither returns), and the
-    init's child, PID 2, returns as the worker (`namespaces.become_pid_one`)."""
+    With `plan.pid_namespace` this process forks twice once the namespaces exist: the caller's process
+    stays outside as the keeper, its child is the init (PID 1) of the new namespaces (neither returns,
+    both give up the worker's privileges first), and the init's child, PID 2, mounts a /proc of its
+    namespace and goes on as the worker (`namespaces.become_pid_one`)."""
     scratch = os.fsencode(plan.scratch)
     ids = (own_uid(),) * 2 if plan.own_uid else plan.ids
     identity = ids if plan.own_uid else plan.identity
     pid_namespace = False
+
+    def own_proc_rule() -> None:  # the worker's own /proc (landlock.proc_rule)
+        if ruleset is not None:
+            landlock_allow_beneath(ruleset, b"/proc", prepared.proc_rule)
 
     def private_mounts() -> None:
         """Its own mount namespace (best effort, except the covers a worker of another uid needs): a
@@ -164,17 +170,13 @@ def confine(plan: Plan, ruleset: int | None, prepared: Prepared) -> None:
             pid_namespace = True
         except OSError:
             pass
+        if pid_namespace:  # the worker mounts its /proc with root's right; keeper and init drop it first
+            become_pid_one((lambda: become(*identity)) if identity else prepared.caps.apply, own_proc_rule)
     if identity:
         become(identity[0], identity[1])
     if own_user_namespace(ids):  # its own process count and keyrings; the grader finds all its tasks
         if resource is not None:
             resource.setrlimit(resource.RLIMIT_NPROC, (plan.process_margin, plan.process_margin))
-        if plan.pid_namespace and not pid_namespace:  # a user without root: the namespace gives the right
-            try:
-                own_pid_namespace()
-                pid_namespace = True
-            except OSError:
-                pass
         if not plan.root:  # a user without root: the namespace gives the rights for the rest
             if plan.isolate_network:
                 try:
@@ -182,6 +184,14 @@ def confine(plan: Plan, ruleset: int | None, prepared: Prepared) -> None:
                 except OSError:
                     pass
             private_mounts()
+        if plan.pid_namespace and not pid_namespace:  # a user without root: the namespace gives the right
+            try:
+                own_pid_namespace()
+                pid_namespace = True
+            except OSError:
+                pass
+            if pid_namespace:  # the worker mounts its /proc; keeper and init keep no capability
+                become_pid_one(prepared.caps.apply, own_proc_rule)
         if not plan.drop_caps and prepared.caps is not None:  # what a new user namespace grants, dropped
             prepared.caps.apply()
     if plan.drop_caps:
@@ -192,5 +202,3 @@ def confine(plan: Plan, ruleset: int | None, prepared: Prepared) -> None:
                          ctypes.c_ulong(0), ctypes.c_ulong(0)))
     if ruleset is not None:
         landlock_restrict(ruleset)
-    if pid_namespace:
-        become_pid_one()

@@ -92,8 +92,18 @@ def landlock_fs_rights() -> int:
     return _FS_ALL_V1 | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
 
 
+def proc_rule() -> PathBeneathAttr:
+    """The worker's own /proc (mounted after its ruleset was made): read, list, and write its own files
+    (the NVIDIA driver opens one there with fopen "w", a truncation, as it starts: without the right
+    cudaGetDeviceCount fails with Error 304; the kernel's own checks keep everything else closed to a
+    uid that is not root)."""
+    return PathBeneathAttr(_FS_READ_FILE | _FS_WRITE_FILE | _FS_READ_DIR | (_FS_TRUNCATE if landlock_abi() >= 3 else 0),
+                           -1)
+
+
 def landlock_allow_beneath(ruleset: int, path: bytes, rule: PathBeneathAttr) -> None:
-    """In the child: every right below `path` (its scratch tmpfs, mounted after the ruleset was made)."""
+    """In the child: `rule`'s rights below `path` (a file system mounted after the ruleset was made: its
+    scratch tmpfs, its /proc; a rule on the folder beneath a mount does not reach into it)."""
     rule.parent_fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
     try:
         check(LIBC.syscall(ctypes.c_long(_SYS_ADD_RULE), ctypes.c_int(ruleset), ctypes.c_int(1),

@@ -110,8 +110,10 @@ def own_pid_namespace() -> None:
     check(LIBC.unshare(CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP))
 
 
-def become_pid_one() -> None:
+def become_pid_one(outside=None, proc_mounted=None) -> None:
     """After `own_pid_namespace`: fork twice, and return in the worker; never returns elsewhere.
+    `outside()` runs in the keeper and the init before they wait (what they give up: the worker's uid);
+    `proc_mounted()` in the worker once it has a /proc of its own (`own_proc`: Landlock's rule for it).
 
     This process stays outside the new PID namespace as the keeper, the process the grader knows (it
     started it); its child is the namespace's PID 1, a tiny init that reaps every orphan; the init's child,
@@ -131,9 +133,31 @@ def become_pid_one() -> None:
             os.close(told_r)
             os.close(told_w)
             os.setsid()  # a session of its own, as before, inside its namespace
+            if own_proc() and proc_mounted is not None:
+                proc_mounted()
             return
+        if outside is not None:
+            outside()
         _wait_for(worker, told_w, reap_all=True)
+    if outside is not None:
+        outside()
     _wait_for(init, told_r, reap_all=False)
+
+
+def own_proc() -> bool:
+    """In the worker (PID 2 of its namespace): a /proc of its own PID namespace (best effort).
+
+    Why: under the machine's /proc, /proc/<getpid()> is another process; the NVIDIA driver reads it
+    and fails its start (cudaGetDeviceCount: "Error 304"), and every other process on the machine,
+    classmates' workers included, would be listed. A new mount namespace first, so that the mount
+    needs only the rights this process holds (its own user namespace's, or root's before the drop);
+    a container that masks parts of /proc refuses it, and the machine's /proc stays (returns False)."""
+    try:
+        check(LIBC.unshare(CLONE_NEWNS))
+        check(LIBC.mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None))
+    except OSError:
+        return False
+    return True
 
 
 def _die_with_parent() -> None:

@@ -166,8 +166,9 @@ class Worker:
         skip = set(msg.get("skip", []))
         if msg.get("import_torch"):
             import torch  # noqa: F401 - imported before student code so seeding and devices work
-            from autograder.sandbox import simulated_device
-            simulated_device.install()  # before any backward: autograd sizes its device queues once
+            if not self.device.startswith("cuda"):  # a second backend would take CUDA's place in autograd
+                from autograder.sandbox import simulated_device  # (pytorch#161129): on a GPU, probes use the GPU
+                simulated_device.install()  # before any backward: autograd sizes its device queues once
         bound_address_space(msg.get("memory_bytes"))
         errors = []
         ns = self.module.__dict__
@@ -257,8 +258,8 @@ class Worker:
                 "param_grads": {n: g for (n, _), g in zip(params, grads[len(wrt):])}}
 
     def op_device(self, msg, arrays):
-        """Run a student's function or module on a simulated non-CPU device (or, for the grader's
-        comparison, the same way on the CPU) and hand back what it returned.
+        """Run a student's function or module on a simulated non-CPU device (the GPU when grading on
+        one), or, for the grader's comparison, the same way on the CPU, and hand back what it returned.
 
         Why: code that makes a tensor without `device=` (`torch.zeros(T, T)` inside forward) works on
         the CPU and breaks on a GPU. On the simulated device (simulated_device.py) tensors hold real
@@ -275,7 +276,7 @@ class Worker:
 
         from autograder.sandbox import simulated_device
 
-        dtype = getattr(torch, msg.get("dtype", "float32"))
+        dtype = getattr(torch, msg["dtype"]) if msg.get("dtype") else None  # None: each value keeps its own
         fn = self.target(msg["target"])
         args = self.decode(msg.get("args", []), arrays)
         kwargs = self.decode(msg.get("kwargs", {"__dict__": []}), arrays)
@@ -283,7 +284,12 @@ class Worker:
             torch.random.default_generator.manual_seed(int(msg["seed"]))
             random.seed(int(msg["seed"]))
             np.random.seed(int(msg["seed"]) % (1 << 32))
-        place = simulated_device.active(self.module.__dict__) if msg.get("simulated") else _on_cpu()
+        if not msg.get("simulated"):
+            place = _on("cpu")
+        elif self.device.startswith("cuda"):  # a real GPU: the probe runs there
+            place = _on(self.device)
+        else:
+            place = simulated_device.active(self.module.__dict__)
         with place as device:
             fn, args, kwargs = simulated_device.to_device((fn, args, kwargs), device, dtype,
                                                           modules_only=not msg.get("move_data", True))
@@ -291,7 +297,7 @@ class Worker:
                 kwargs[str(msg["device_arg"])] = device
             out = fn(*args, **kwargs)
         modules = [m for m in (fn, *args, *kwargs.values()) if isinstance(m, torch.nn.Module)]
-        return {"outputs": out, "states": [dict(m.state_dict()) for m in modules]}
+        return {"outputs": out, "states": [dict(m.state_dict()) for m in modules], "device": str(device)}
 
     def handle(self, msg: dict, arrays: list) -> tuple[dict, list]:
         """Answer one request with a reply message and its arrays."""
@@ -318,11 +324,14 @@ class Worker:
             self.send(*self.handle(msg, arrays))
 
 
-class _on_cpu:
-    """The comparison run of `op_device`: the same copies and placement, on the CPU."""
+class _on:
+    """A real device for `op_device`: the CPU (the comparison run: the same copies and placement) or the GPU."""
+
+    def __init__(self, device: str):
+        self.device = device
 
     def __enter__(self):
-        return "cpu"
+        return self.device
 
     def __exit__(self, *exc) -> None:
         return None
