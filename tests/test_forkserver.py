@@ -99,7 +99,7 @@ def test_a_forked_worker_holds_nothing_of_the_graders_side(own_servers):
         assert "psutil" not in modules
     env = psutil.Process(next(iter(own_servers.values())).proc.pid).environ()
     assert set(env) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "MPLBACKEND",
-                        "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"}
+                        "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "USER", "LOGNAME"}
 
 
 def test_the_server_ignores_ctrl_c(own_servers):

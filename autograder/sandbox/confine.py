@@ -30,7 +30,10 @@ WORKER_FLAGS = ("-s", "-P")
 
 def worker_env(home: str, cuda: bool) -> dict:
     """The whole environment of a worker (and of the fork server, whose children get it again)."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home,
+    # USER and LOGNAME: getpass.getuser() (torch's cache folders) asks them first; a worker's own uid has
+    # no entry in /etc/passwd, where the lookup would fail
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": home, "USER": "lmgrade-worker",
+           "LOGNAME": "lmgrade-worker",
            "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
            "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     if sys.platform == "win32":  # Python needs these to start there

@@ -166,8 +166,11 @@ class Worker:
         skip = set(msg.get("skip", []))
         if msg.get("import_torch"):
             import torch  # noqa: F401 - imported before student code so seeding and devices work
-            if not self.device.startswith("cuda"):  # a second backend would take CUDA's place in autograd
-                from autograder.sandbox import simulated_device  # (pytorch#161129): on a GPU, probes use the GPU
+
+            from autograder.sandbox import simulated_device  # before the guard: `op_device` needs it
+            if self.device.startswith("cuda"):  # a second backend would take CUDA's place in autograd
+                simulated_device.settle_dynamo_wrappers()  # (pytorch#161129): on a GPU, probes use the GPU
+            else:
                 simulated_device.install()  # before any backward: autograd sizes its device queues once
         bound_address_space(msg.get("memory_bytes"))
         errors = []
@@ -216,7 +219,12 @@ class Worker:
             return [fn(*args) for args in calls]
         args = self.decode(msg.get("args", []), arrays)
         kwargs = self.decode(msg.get("kwargs", {"__dict__": []}), arrays)
-        return fn(*args, **kwargs)
+        value = fn(*args, **kwargs)
+        if isinstance(fn, type) and self.device.startswith("cuda"):  # a module the grader builds lives where
+            torch = sys.modules.get("torch")  # its inputs will (as `model.to(device)` in a training script)
+            if torch is not None and isinstance(value, torch.nn.Module):
+                value = value.to(self.device)
+        return value
 
     def op_getattr(self, msg, arrays):
         return self.target(msg["target"])
