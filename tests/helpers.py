@@ -1,4 +1,6 @@
 """Small helpers shared by tests."""
+import os
+
 from autograder.authoring import assignments
 
 
@@ -81,3 +83,25 @@ def staff_module(assignment_id: str):
     module = types.ModuleType(f"lmgrade_test_{assignment_id}_staff")
     exec(solution_text(assignment_id), module.__dict__)  # noqa: S102 - the staff solution
     return module
+
+
+def machine_pid(identity) -> int | None:
+    """This machine's pid of the process that reported `identity` = (its /proc/self/ns/pid link, its
+    os.getpid()), or None once it is gone.
+
+    Why: a worker sees only its own PID namespace (its /proc is that namespace's), so its own pid is
+    PID 2 there; the machine's /proc names it by its NSpid line."""
+    ns, inner = identity[:2]
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry.name}/ns/pid") != ns:
+                continue
+            with open(f"/proc/{entry.name}/status") as f:
+                nspid = next(line for line in f if line.startswith("NSpid:")).split()[1:]
+        except (OSError, StopIteration):
+            continue
+        if int(nspid[-1]) == inner:
+            return int(entry.name)
+    return None

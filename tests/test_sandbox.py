@@ -15,6 +15,7 @@ from autograder.grading import runner
 from autograder.sandbox import extract
 from autograder.sandbox.lifecycle import Sandbox, WorkerFailure
 from autograder.sandbox.limits import Limits
+from tests.helpers import machine_pid
 
 FAST = Limits(call_timeout=2, load_timeout=5)
 
@@ -74,8 +75,8 @@ import numpy as np
 def ok(x=1):
     return x + 1
 
-def worker_pid():  # the machine's pid: the worker is PID 2 of a namespace of its own where it has one
-    return int(os.readlink("/proc/self"))
+def worker_pid():  # who it is: its PID namespace, its pid there (tests.helpers.machine_pid finds it here), its start
+    return os.readlink("/proc/self/ns/pid"), os.getpid(), open("/proc/self/stat").read().rsplit(")", 1)[1].split()[19]
 
 def loop():
     while True:
@@ -87,6 +88,7 @@ def loop():
 def test_infinite_loop_costs_only_its_call(sandbox):
     box, student = sandbox(COMMON)
     first = student.worker_pid()
+    first_here = machine_pid(first)
     started = time.monotonic()
     with pytest.raises(StudentCrash) as info:
         student.loop()
@@ -95,7 +97,7 @@ def test_infinite_loop_costs_only_its_call(sandbox):
     assert "did not finish within 2 s" in str(info.value) and "loop()" in str(info.value)
     assert student.ok(41) == 42  # restarted automatically, submission reloaded
     assert student.worker_pid() != first
-    assert session_members(first) == []  # the old worker is gone
+    assert first_here is not None and session_members(first_here) == []  # the old worker is gone
 
 
 def test_within_sets_a_per_call_deadline(sandbox):
@@ -284,7 +286,8 @@ def write_here():
     assert "LMGRADE_TEST_SECRET" not in env and "hidden-value-42" not in "".join(env.values())
     assert "PYTHONPATH" not in env and str(tmp_path) not in path
     assert set(env) <= {"PATH", "HOME", "TMPDIR", "LANG", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "MPLBACKEND",
-                        "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "LC_CTYPE"}
+                        "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "LC_CTYPE", "USER", "LOGNAME"}
+    assert env.get("USER") == env.get("LOGNAME") == "lmgrade-worker"  # never the grader's own user
     repo = Path(runner.__file__).resolve().parents[2]
     assert str(repo) not in path and "" not in path and "." not in path
     written = Path(student.write_here())
@@ -318,13 +321,14 @@ def children(n, own_group):
         if os.fork() == 0:
             if own_group:
                 os.setpgid(0, 0)
-            os.write(w, b"%d " % int(os.readlink("/proc/self")))
+            os.write(w, b"%d " % os.getpid())
             time.sleep(100)
             os._exit(0)
     said = b""
     while len(said.split()) < n:
         said += os.read(r, 4096)
-    return [int(pid) for pid in said.split()]
+    ns = os.readlink("/proc/self/ns/pid")
+    return [(ns, int(pid)) for pid in said.split()]
 
 def spawn():
     return children(2, True)
@@ -332,15 +336,15 @@ def spawn():
 def forks(n):
     return children(min(n, 20), False)
 """)
-    worker = student.worker_pid()
-    children = student.spawn() + student.forks(20)
-    assert len(children) == 22
+    worker = machine_pid(student.worker_pid())
+    children = [machine_pid(child) for child in student.spawn() + student.forks(20)]
+    assert len(children) == 22 and None not in children
     assert {pid for pid, _ in session_members(worker)} >= set(children) | {worker}
     with pytest.raises(StudentCrash):
         student.loop()  # timeout: the whole process group is killed
     assert wait_until_gone(worker) == []
     # and after a normal end too
-    worker = student.worker_pid()
+    worker = machine_pid(student.worker_pid())
     student.spawn()
     box.close()
     assert wait_until_gone(worker) == []
@@ -356,7 +360,7 @@ def fork_and_exit():
             os._exit(0)
     os._exit(1)
 """, limits=Limits(call_timeout=10, load_timeout=5))
-    worker = student.worker_pid()
+    worker = machine_pid(student.worker_pid())
     started = time.monotonic()
     with pytest.raises(StudentCrash, match="exited with code 1"):
         student.fork_and_exit()

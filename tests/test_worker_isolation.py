@@ -17,6 +17,7 @@ from autograder.sandbox.lifecycle import Sandbox
 from autograder.sandbox.limits import Limits
 from autograder.sandbox.linux import HAVE_PROC
 from autograder.sandbox.namespaces import in_user_namespace
+from tests.helpers import machine_pid
 
 pytestmark = pytest.mark.skipif(not (HAVE_PROC and hasattr(os, "geteuid") and os.geteuid() == 0),
                                 reason="root on Linux: the mode a TA's batch runs in as root")
@@ -82,12 +83,12 @@ def orphan(cpu=None):
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
-            os.write(w, os.readlink("/proc/self").encode())  # its pid on the machine
+            os.write(w, b"%d" % os.getpid())  # its pid in the worker's PID namespace
             while cpu is None or time.process_time() < cpu:
                 pass
             time.sleep(600)
         os._exit(0)
-    return int(os.read(r, 20))
+    return os.readlink("/proc/self/ns/pid"), int(os.read(r, 20))  # tests.helpers.machine_pid finds it
 
 def idle(seconds):
     time.sleep(seconds)
@@ -182,7 +183,8 @@ def test_an_orphans_cpu_counts_against_its_worker_and_dies_with_it():
     a, b, _, sb = pair(Limits(call_timeout=2, load_timeout=20, wall_factor=60))
     sa = Student(a, timeout=2)
     try:
-        pid = sa.orphan(3.0)  # left the worker's session and process tree
+        pid = machine_pid(sa.orphan(3.0))  # left the worker's session and process tree
+        assert pid is not None and alive(pid)
         # the CPU deadline's message, not the wall backstop's ("did not finish: it ran ... s of wall-clock time")
         with pytest.raises(StudentCrash, match=r"did not finish within [0-9.]+ s of CPU time"):
             sa.idle(300)  # sleeps: only the orphan's CPU can end this call before its wall backstop

@@ -66,7 +66,7 @@ from autograder.sandbox.landlock import landlock_ruleset
 from autograder.sandbox.limits import (LANDLOCK_ENV, OWN_UID_PROBE, PORTABLE, Limits, fallback_identity, is_root,
                                        landlock_on, missing_limits, prove_worker_runs, say_once, worker_identity)
 from autograder.sandbox.linux import HAVE_PROC, LIBC, fcntl
-from autograder.sandbox.namespaces import cgroup_members, remove_cgroups, user_namespace, worker_cgroups
+from autograder.sandbox.namespaces import cgroup_members, remove_cgroups, worker_cgroups, worker_user_namespace
 from autograder.sandbox.processes import LIVE_WORKERS, kill_tree, task_count
 
 _READ_RULES: dict[tuple[str, Path], tuple] = {}  # (python, engine copy) -> Landlock read rules, made once
@@ -217,9 +217,7 @@ class Sandbox:
             if ruleset is not None:
                 os.close(ruleset)
         LIVE_WORKERS.add(self.proc.pid)
-        self.userns = user_namespace(self.proc.pid)
-        if self.userns == user_namespace(os.getpid()):
-            self.userns = None
+        self.userns = worker_user_namespace(self.proc.pid)
         os.close(to_worker_r)
         os.close(from_worker_w)
         fcntl.fcntl(to_worker_w, fcntl.F_SETFL, fcntl.fcntl(to_worker_w, fcntl.F_GETFL) | os.O_NONBLOCK)
@@ -358,6 +356,7 @@ class Sandbox:
                 if type(errors) is list else []
             self.defined = [n for n in defined if type(n) is str] if type(defined) is list else []
             self._loaded = True
+            self.userns = self.userns or worker_user_namespace(self.proc.pid)  # made by now, before any call
             if self.first_load is None:
                 self.first_load = (dict(self.skip), list(self.cell_errors))
 

@@ -302,6 +302,20 @@ def user_namespace(pid: int) -> int | None:
         return None
 
 
+def worker_user_namespace(keeper: int) -> int | None:
+    """The user namespace of a worker whose process (or keeper) is `keeper`, None if it has none of its own.
+
+    As root the keeper and the init stay outside it (they fork before the worker makes it), so it is
+    that of the first descendant whose namespace is not the grader's; until the worker has made it, None."""
+    import psutil  # the grader's side only
+    mine = user_namespace(os.getpid())
+    try:
+        family = [keeper] + [p.pid for p in psutil.Process(keeper).children(recursive=True)]
+    except psutil.Error:
+        family = [keeper]
+    return next((ns for pid in family if (ns := user_namespace(pid)) not in (None, mine)), None)
+
+
 def in_user_namespace(userns: int) -> list[int]:
     """Every process in that user namespace (Linux only, see `user_namespace`; elsewhere none)."""
     import psutil  # the grader's side only: a worker imports this file to confine itself
