@@ -153,8 +153,9 @@ def make_parser(bundle: bool | None = None) -> argparse.ArgumentParser:
                                      EXAMPLES["grade"]))
         p.add_argument("submissions", nargs="+", type=Path)
         p.add_argument("--assignment", required=True, choices=assignments.IDS)
-        p.add_argument("--device", default="auto", type=device_arg, metavar="DEVICE",
-                       help="auto, cpu, cuda or cuda:N (default: auto: cuda when present)")
+        # the CPU unless asked: the same score on every machine, and CUDA grading has run on one GPU only
+        p.add_argument("--device", default="cpu", type=device_arg, metavar="DEVICE",
+                       help="cpu, cuda, cuda:N or auto (cuda when present); default: cpu")
         p.add_argument("--question", action="append",
                        help="grade only this question (repeatable); with --out: regrade it across the batch")
         p.add_argument("--json", type=Path, metavar="PATH", help="write Gradescope results.json here (one submission)")

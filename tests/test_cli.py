@@ -120,6 +120,13 @@ def test_known_devices_are_accepted(device):
     assert cli.device_arg(device) == device
 
 
+def test_grading_is_on_the_cpu_unless_a_device_is_asked_for():
+    """The same score on every machine: a GPU present is not a reason to grade there."""
+    args = cli.make_parser().parse_args(["grade", "x.py", "--assignment", "ngram"])
+    assert args.device == "cpu"
+    assert cli.make_parser().parse_args(["grade", "x.py", "--assignment", "ngram", "--device", "cuda"]).device == "cuda"
+
+
 def test_version():
     proc = lmgrade("--version")
     assert proc.returncode == 0 and proc.stdout.strip() == f"lmgrade {cli.version()}"

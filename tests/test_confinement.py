@@ -342,7 +342,7 @@ def test_a_fork_bomb_of_cpu_burners_changes_nothing_for_a_sibling_with_the_grade
     cgroup): each worker still gets its cgroups below it, so a bomb of CPU-burning orphans takes only
     its own worker's share; it is bounded, and nothing of it outlives its worker."""
     made = []
-    for controller in ("pids", "cpu"):
+    for controller in ("pids", "cpu", "cpuacct"):
         hierarchy = Path("/sys/fs/cgroup") / controller
         if (hierarchy / "cgroup.procs").exists():
             made.append(Path(tempfile.mkdtemp(prefix="lmgrade-test-grader-", dir=hierarchy)))

@@ -12,7 +12,7 @@ import time
 import psutil
 
 from autograder.sandbox.linux import WALKS_TREES
-from autograder.sandbox.namespaces import in_user_namespace
+from autograder.sandbox.namespaces import cgroup_cpu, in_user_namespace
 from autograder.sandbox.processes import GONE, children
 
 
@@ -30,8 +30,9 @@ class Clock:
     (so a loaded machine or parallel grading never fails correct code), a wall-clock backstop (for
     code that sleeps or blocks), and an optional whole bound that nothing restarts."""
 
-    def __init__(self, pid: int, cpu: float, wall: float, whole: float | None = None, userns: int | None = None):
-        self.pid, self.userns = pid, userns
+    def __init__(self, pid: int, cpu: float, wall: float, whole: float | None = None, userns: int | None = None,
+                 cgroups=()):
+        self.pid, self.userns, self.cgroups = pid, userns, tuple(cgroups)
         self.started = time.monotonic()
         self.whole_deadline = self.started + whole if whole is not None else None
         self._cpu_now = 0.0
@@ -41,7 +42,7 @@ class Clock:
     def restart(self, cpu: float, wall: float) -> None:
         """A new budget (the next graded cell), never beyond the whole bound."""
         self.cpu_limit, self.wall_limit = cpu, wall
-        self.cpu_base = tree_cpu(self.pid, self.userns, self._known) if WALKS_TREES else 0.0
+        self.cpu_base = self._cpu() if WALKS_TREES else 0.0
         self._cpu_now = self.cpu_base
         now = self._last_check = time.monotonic()
         self.wall_deadline = now + (wall if WALKS_TREES else cpu)  # where no tree is walked only wall time is known
@@ -60,10 +61,17 @@ class Clock:
                                 f"{self._cpu_now - self.cpu_base:.1f} s of CPU time: sleeping, or waiting for something?")
         if WALKS_TREES and now - self._last_check >= 0.05:
             self._last_check = now
-            self._cpu_now = max(self._cpu_now, tree_cpu(self.pid, self.userns, self._known))
+            self._cpu_now = max(self._cpu_now, self._cpu())
             if self._cpu_now - self.cpu_base > self.cpu_limit:
                 raise WorkerFailure("timeout", f"it used {self._cpu_now - self.cpu_base:.1f} s of CPU time")
         return max(min(self.wall_deadline - now, 0.1), 0.001)
+
+    def _cpu(self) -> float:
+        """The worker's CPU seconds so far: its cgroups' count where it has one (every process that ever
+        ran there, however it hid or ended), never less than the walk of its process tree."""
+        walked = tree_cpu(self.pid, self.userns, self._known)
+        counted = cgroup_cpu(self.cgroups) if self.cgroups else None
+        return walked if counted is None else max(walked, counted)
 
 
 def tree_cpu(leader: int, userns: int | None = None, known: dict[int, psutil.Process] | None = None) -> float:

@@ -325,7 +325,7 @@ class Sandbox:
             order = [c["index"] for c in cells]
             startup = 3.0 if self.import_torch else 1.0  # the interpreter, numpy (and torch) before any cell
             clock = Clock(self.proc.pid, limits.load_timeout + startup, limits.wall_limit(limits.load_timeout) + startup,
-                          whole=limits.load_total, userns=self.userns)
+                          whole=limits.load_total, userns=self.userns, cgroups=self.cgroups)
 
             def progress(cell, clock=clock, order=order, current=current) -> bool:
                 done = 0 if current[0] is None else order.index(current[0]) + 1
@@ -368,7 +368,8 @@ class Sandbox:
         correct code; code that sleeps or blocks is stopped by the wall-clock backstop.
         """
         self.ensure_started()
-        clock = Clock(self.proc.pid, timeout, self.limits.wall_limit(timeout), userns=self.userns)
+        clock = Clock(self.proc.pid, timeout, self.limits.wall_limit(timeout), userns=self.userns,
+                      cgroups=self.cgroups)
         try:
             return self._exchange(message, arrays, clock, None)
         except WorkerFailure:

@@ -227,7 +227,7 @@ def worker_cgroups(tasks: int, memory: int | None) -> list[Path]:
         kind = fields[fields.index("-") + 1] if "-" in fields else ""
         if kind == "cgroup":
             options = fields[-1].split(",")
-            wanted = [c for c in ("pids", "cpu", "memory") if c in options and c in own]
+            wanted = [c for c in ("pids", "cpu", "cpuacct", "memory") if c in options and c in own]
             if not wanted:
                 continue
             settings = {"pids.max": str(tasks)} if "pids" in wanted else {}
@@ -259,6 +259,25 @@ def worker_cgroups(tasks: int, memory: int | None) -> list[Path]:
             continue
         made.append(group)
     return made
+
+
+def cgroup_cpu(groups) -> float | None:
+    """CPU seconds used so far by everything that ever ran in the worker's cgroups (v1 `cpuacct.usage`,
+    v2 `cpu.stat`'s usage_usec), exited and unreaped processes included; None where none counts CPU."""
+    found = None
+    for group in groups:
+        try:
+            if (group / "cpuacct.usage").exists():
+                seconds = int((group / "cpuacct.usage").read_text()) / 1e9
+            else:
+                stat = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines() if line.strip())
+                if "usage_usec" not in stat:
+                    continue
+                seconds = int(stat["usage_usec"]) / 1e6
+        except (OSError, ValueError):
+            continue
+        found = seconds if found is None else max(found, seconds)
+    return found
 
 
 def cgroup_members(groups: list[Path]) -> set[int]:
