@@ -16,7 +16,11 @@ left out of the count, every candidate infinite, probability 0 in the chain rule
 set) and counting (once per sentence instead of every occurrence). A second hunt added, among others:
 case folding in tokenize, <unk> in generation (skipped, or drawn again), a fixed default seed, greedy
 ties resolved in set order, InterpolatedLM.vocab taken from another model, tune_lambdas averaging over
-sentences, and context words outside vocab mapped to <unk>.
+sentences, and context words outside vocab mapped to <unk>. A third pass gave the public checks small
+fixed cases for 17 bugs that only hidden checks caught (two apostrophes and a ligature in one line,
+<s> in a corpus, repeats and an empty sentence in counting, a unigram asked with a context, <unk> and
+probability 0 in the chain rule on a TableLM(pad=False), the default max_len and a trigram greedy path,
+an unseen bigram after a seen Kneser-Ney context): 62 of the 74 bugs fail a public check.
 """
 import pytest
 
@@ -56,7 +60,7 @@ BUGS = {  # name: (function, edits, failing checks)
         {"public_vocab", "vocab_hidden"}),
     "build_vocab returns a sorted list": ("build_vocab",
         [('    vocab.discard("<s>")\n    return vocab', '    vocab.discard("<s>")\n    return sorted(vocab)')],
-        {"vocab_hidden"}),
+        {"public_vocab", "vocab_hidden"}),
     "replace_oov replaces in place": ("replace_oov",
         [('    return [token if token in vocab else "<unk>" for token in tokens]',
           '    for i, token in enumerate(tokens):\n        if token not in vocab:\n            tokens[i] = "<unk>"\n'
@@ -83,8 +87,9 @@ BUGS = {  # name: (function, edits, failing checks)
     "count_ngrams counts an n-gram once per sentence": ("count_ngrams",
         [("        counts.update(zip(*(padded[i:] for i in range(n))))",
           "        counts.update(set(zip(*(padded[i:] for i in range(n)))))")],
-        # the toy corpora of the public checks repeat no n-gram inside a sentence
-        {"counts_exact", "counts_random", "counts_speed", "mle_hidden", "addk_hidden", "kneser_ney_hidden"}),
+        # public_counts has a sentence that repeats its n-grams; public_ngram_prob's toy corpus repeats none
+        {"public_counts", "counts_exact", "counts_random", "counts_speed", "mle_hidden", "addk_hidden",
+         "kneser_ney_hidden"}),
     "add-k denominator without V*k": ("NGramLM",
         [("(context_count + self.k * len(self.vocab))", "(context_count + self.k)")],
         {"public_ngram_prob", "addk_hidden", "normalization"}),
@@ -124,7 +129,7 @@ BUGS = {  # name: (function, edits, failing checks)
     "sentence_logprob takes the log of prob": ("sentence_logprob",
         [("        total += lm.logprob(word, tuple(history[:lm.n - 1 + i]))",
           "        total += math.log(lm.prob(word, tuple(history[:lm.n - 1 + i])))")],
-        {"chain_rule", "perplexity_hidden", "tune_lambdas_hidden"}),
+        {"public_chain_rule", "chain_rule", "perplexity_hidden", "tune_lambdas_hidden"}),
     "sentence_logprob appends </s> to the caller's tokens": ("sentence_logprob",
         [('    history = ["<s>"] * (lm.n - 1) + list(tokens)\n    total = 0.0\n'
           '    for i, word in enumerate(list(tokens) + ["</s>"]):',
@@ -138,17 +143,17 @@ BUGS = {  # name: (function, edits, failing checks)
     "perplexity leaves <unk> out of the token count": ("perplexity",
         [("    num_tokens = sum(len(sentence) + 1 for sentence in sentences)",
           '    num_tokens = sum(len([w for w in sentence if w != "<unk>"]) + 1 for sentence in sentences)')],
-        {"perplexity_hidden"}),
+        {"public_chain_rule", "perplexity_hidden"}),
     "greedy breaks ties towards the last word": ("generate",
         [("word = words[max(range(len(words)), key=probs.__getitem__)]",
           "word = max(zip(probs, words))[1]")],
         {"public_greedy", "greedy_hidden"}),
     "generate defaults max_len to 30": ("generate",
         [("def generate(lm, max_len: int = 20,", "def generate(lm, max_len: int = 30,")],
-        {"greedy_hidden"}),
+        {"public_greedy", "greedy_hidden"}),
     "generate keeps only the last word as context": ("generate",
         [("        context = context + (word,)", "        context = (word,)")],
-        {"greedy_hidden"}),
+        {"public_greedy", "greedy_hidden"}),
     "generate keeps </s> in its output": ("generate",
         [('        if word == "</s>":\n            break\n        output.append(word)',
           '        output.append(word)\n        if word == "</s>":\n            break')],
@@ -175,11 +180,11 @@ BUGS = {  # name: (function, edits, failing checks)
     "tokenize case-folds instead of lower-casing (after: ß, ﬁ)": ("tokenize",
         [("re.findall(r\"[a-z]+(?:'[a-z]+)*|[^\\sa-z]\", line.lower())\n",
           "re.findall(r\"[a-z]+(?:'[a-z]+)*|[^\\sa-z]\", line.casefold())\n")],
-        {"tokenize_hidden"}),
+        {"public_tokenize", "tokenize_hidden"}),
     "tokenize allows one inner apostrophe only": ("tokenize",
         [("re.findall(r\"[a-z]+(?:'[a-z]+)*|[^\\sa-z]\", line.lower())\n",
           "re.findall(r\"[a-z]+(?:'[a-z]+)?|[^\\sa-z]\", line.lower())\n")],
-        {"tokenize_hidden"}),
+        {"public_tokenize", "tokenize_hidden"}),
     "tokenize keeps runs of punctuation together": ("tokenize",
         [("re.findall(r\"[a-z]+(?:'[a-z]+)*|[^\\sa-z]\", line.lower())\n",
           "re.findall(r\"[a-z]+(?:'[a-z]+)*|[^\\sa-z]+\", line.lower())\n")],
@@ -195,19 +200,19 @@ BUGS = {  # name: (function, edits, failing checks)
         {"public_vocab", "vocab_hidden"}),
     "build_vocab keeps <s> when the corpus has it": ("build_vocab",
         [('    vocab.discard("<s>")\n', "")],
-        {"vocab_hidden"}),
+        {"public_vocab", "vocab_hidden"}),
     "replace_oov keeps <s> and </s> even outside vocab": ("replace_oov",
         [('    return [token if token in vocab else "<unk>" for token in tokens]',
           '    return [token if token in vocab or token in ("<s>", "</s>") else "<unk>" for token in tokens]')],
-        {"vocab_hidden"}),
+        {"public_vocab", "vocab_hidden"}),
     "count_ngrams skips empty sentences": ("count_ngrams",
         [("        padded = pad(sentence, n)\n", "        if not sentence:\n            continue\n        padded = pad(sentence, n)\n")],
-        {"counts_exact", "counts_random", "mle_hidden", "addk_hidden", "kneser_ney_hidden"}),
+        {"public_counts", "counts_exact", "counts_random", "mle_hidden", "addk_hidden", "kneser_ney_hidden"}),
     "NGramLM cuts the context with [-(n-1):] also for n == 1": ("NGramLM",
         [('        if self.n == 1:\n            context = ()\n        else:\n'
           '            context = (("<s>",) * (self.n - 1) + tuple(context))[-(self.n - 1):]',
           '        context = (("<s>",) * (self.n - 1) + tuple(context))[-(self.n - 1):]')],
-        {"mle_hidden", "addk_hidden"}),
+        {"public_ngram_prob", "mle_hidden", "addk_hidden"}),
     "NGramLM context totals from count_ngrams(sentences, n-1)": ("NGramLM",
         [("        context_counts = Counter()\n        for ngram, count in self.counts.items():\n"
           "            context_counts[ngram[:-1]] += count\n",
@@ -272,11 +277,11 @@ BUGS = {  # name: (function, edits, failing checks)
     "sentence_logprob skips <unk>": ("sentence_logprob",
         [("        total += lm.logprob(word, tuple(history[:lm.n - 1 + i]))",
           "        if word != \"<unk>\":\n            total += lm.logprob(word, tuple(history[:lm.n - 1 + i]))")],
-        {"chain_rule", "perplexity_hidden"}),
+        {"public_chain_rule", "chain_rule", "perplexity_hidden"}),
     "sentence_logprob skips impossible tokens": ("sentence_logprob",
         [("        total += lm.logprob(word, tuple(history[:lm.n - 1 + i]))",
           "        lp = lm.logprob(word, tuple(history[:lm.n - 1 + i]))\n        if lp > -math.inf:\n            total += lp")],
-        {"chain_rule", "perplexity_hidden", "tune_lambdas_hidden"}),
+        {"public_chain_rule", "chain_rule", "perplexity_hidden", "tune_lambdas_hidden"}),
     "sentence_logprob's context includes the word itself": ("sentence_logprob",
         [("        total += lm.logprob(word, tuple(history[:lm.n - 1 + i]))",
           "        total += lm.logprob(word, tuple((history + ['</s>'])[:lm.n + i]))")],
@@ -302,7 +307,7 @@ BUGS = {  # name: (function, edits, failing checks)
         {"sampling_hidden"}),
     "generate returns one token too many": ("generate",
         [("    while len(output) < max_len:", "    while len(output) <= max_len:")],
-        {"public_sampling", "greedy_hidden", "sampling_hidden"}),
+        {"public_greedy", "public_sampling", "greedy_hidden", "sampling_hidden"}),
     "sampling never extends the context (only greedy does)": ("generate",
         [("            word = words[max(range(len(words)), key=probs.__getitem__)]\n        else:",
           "            word = words[max(range(len(words)), key=probs.__getitem__)]\n            context = context + (word,)\n        else:"),
@@ -316,7 +321,7 @@ BUGS = {  # name: (function, edits, failing checks)
         {"kneser_ney_hidden", "public_kneser_ney"}),
     "Kneser-Ney discount not clipped at 0": ("KneserNeyLM",
         [("max(self.bigram_counts.get((v, word), 0) - d, 0) / c_v", "(self.bigram_counts.get((v, word), 0) - d) / c_v")],
-        {"kneser_ney_hidden"}),
+        {"public_kneser_ney", "kneser_ney_hidden"}),
     "Kneser-Ney N1+(. .) counts bigram tokens, not types": ("KneserNeyLM",
         [("self.num_types = len(self.bigram_counts)", "self.num_types = sum(self.bigram_counts.values())")],
         {"kneser_ney_hidden", "public_kneser_ney"}),
@@ -324,10 +329,10 @@ BUGS = {  # name: (function, edits, failing checks)
     "sentence_logprob leaves out the <s> padding": ("sentence_logprob",
         [("        total += lm.logprob(word, tuple(history[:lm.n - 1 + i]))",
           "        total += lm.logprob(word, tuple(tokens[max(0, i - lm.n + 1):i]))")],
-        {"chain_rule"}),
+        {"public_chain_rule", "chain_rule"}),
     "generate starts from an empty context": ("generate",
         [("    context = (\"<s>\",) * (lm.n - 1)\n", "    context = ()\n")],
-        {"greedy_hidden"}),
+        {"public_greedy", "greedy_hidden"}),
 }
 
 CORRECT = {  # name: (function, edits)
@@ -518,7 +523,7 @@ def test_correct_variant_gets_full_marks(tmp_path, variant):
 def test_public_checks_catch_most_bugs():
     """Issue 10: public checks give real signal. Share of the bugs above that a public check catches."""
     caught = [name for name, (_, _, expected) in BUGS.items() if any(c.startswith("public_") for c in expected)]
-    assert len(caught) / len(BUGS) > 0.5, sorted(set(BUGS) - set(caught))
+    assert len(caught) / len(BUGS) >= 0.75, sorted(set(BUGS) - set(caught))
 
 
 def test_quadratic_counting_fails_only_the_time_limit(tmp_path):
