@@ -3,8 +3,10 @@
 Expected values come from `t.expected(...)`: saved fixtures recorded from the reference by
 `lmgrade build`, so these checks also run where the reference is not available. Dimensions are
 all different (batch 3, vocabulary 4 or 5, ...) so that a transposed array cannot match. The
-inputs are chosen for the commonest bugs: logits of +-1000, functions that change their inputs,
-repeated ids, a step size other than the default, one exact SGD step.
+inputs are chosen for the commonest bugs: logits of +-1000 (also for the loss, and tanh of +-1000),
+probabilities that underflow to 0, functions that change their inputs, repeated ids, a second seed,
+a step size and a tolerance other than the default, a matrix for relative_error, one exact SGD step
+and the loss it records.
 """
 import math
 
@@ -61,14 +63,28 @@ def public_softmax(t):
         assert_close(got, t.expected(f"{name}_extreme", lambda ref, name=name: getattr(ref, name)(EXTREME)), what)
 
 
-@check(1, 1, "cross_entropy on a small batch (a float64 number, inputs unchanged)", public=True, uses=("cross_entropy",))
+@check(1, 1, "cross_entropy on a small batch and on logits of +-1000 (a float64 number, inputs unchanged)", public=True,
+       uses=("cross_entropy",))
 def public_cross_entropy(t):
     what = "cross_entropy(logits (3, 4), targets [3, 0, 1])"
     got = call_pure(t.student.cross_entropy, LOGITS, TARGETS, what=what)
     assert_close(float64(got, what), t.expected("cross_entropy", lambda ref: ref.cross_entropy(LOGITS, TARGETS)), what)
+    # Target -1000 in a row whose maximum is 1000: its probability underflows to 0, its log-probability
+    # is about -2000. A loss taken through softmax (log(p), log(p + 1e-12)) cannot get there.
+    targets = np.array([2, 0])
+    what = "cross_entropy([[1000, 0, -1000, 999], [-1000, -1000, -999, -1000]], targets [2, 0])"
+    got = t.student.cross_entropy(EXTREME, targets)
+    try:
+        assert_finite(got, what)
+        assert_close(got, t.expected("cross_entropy_extreme", lambda ref: ref.cross_entropy(EXTREME, targets)), what)
+    except CheckFailed as failure:
+        raise CheckFailed(f"{failure} Take the loss from log_softmax: softmax is 0 in float64 for a logit 2000 "
+                          "below its row's maximum, so log(softmax) is -inf there (or log(1e-12) = -27.6 if you add "
+                          "1e-12), where log_softmax gives the true -2000.") from None
 
 
-@check(2, 1, "Jacobians and logit gradients on a small case (inputs unchanged)", public=True,
+@check(2, 1, "Jacobians and logit gradients on a small case, Jacobians also where probabilities underflow to 0 "
+             "(inputs unchanged)", public=True,
        uses=("softmax_jacobian", "log_softmax_jacobian", "grad_logits_chain", "cross_entropy_grad"),
        needs=("softmax", "log_softmax"))
 def public_primer(t):
@@ -83,6 +99,19 @@ def public_primer(t):
     what = "cross_entropy_grad(logits (3, 4), targets [3, 0, 1])"
     got = call_pure(t.student.cross_entropy_grad, LOGITS, TARGETS, what=what)
     assert_gradient(float64(got, what), t.expected("ce_grad", lambda ref: ref.cross_entropy_grad(LOGITS, TARGETS)), what)
+    # Two probabilities underflow to exactly 0 (e**-801), with no logit large enough to overflow: a
+    # softmax without the max shift still works here (logits of +-1000 stay in the hidden checks, so
+    # that bug costs Q2 one point only), a Jacobian that divides by p does not.
+    tiny = np.array([0.0, -800.0, 1.0, -800.0])  # (4,): softmax is about [0.27, 0, 0.73, 0]
+    for name in ("softmax_jacobian", "log_softmax_jacobian"):
+        what = f"{name}(z = [0, -800, 1, -800])"
+        got = getattr(t.student, name)(tiny)
+        try:
+            assert_finite(got, what)
+            assert_gradient(got, t.expected(f"{name}_tiny", lambda ref, name=name: getattr(ref, name)(tiny)), what)
+        except CheckFailed as failure:
+            raise CheckFailed(f"{failure} Two of these probabilities are 0 in float64: build the Jacobian from p "
+                              "by products and differences (e_i - p, p_i * (e_i - p)), never by dividing by p.") from None
 
 
 X = np.arange(12.0).reshape(3, 4) / 10  # (B=3, d_in=4)
@@ -104,11 +133,20 @@ def public_linear(t):
         assert_gradient(g, e, f"{what}: {name}")
 
 
-@check(3, 1, "tanh forward and backward on small inputs (inputs unchanged)", public=True,
-       uses=("tanh_forward", "tanh_backward"))
+@check(3, 1, "tanh forward and backward on small inputs, forward also on saturated units (inputs unchanged)",
+       public=True, uses=("tanh_forward", "tanh_backward"))
 def public_tanh(t):
     x, h = X, np.tanh(X)
     assert_close(t.student.tanh_forward(x), np.tanh(x), "tanh_forward(x (3, 4))")
+    saturated = np.array([[-800.0, 0.3], [2.0, 1000.0]])  # (2, 2): tanh is -1 and 1 at the corners
+    what = "tanh_forward([[-800, 0.3], [2, 1000]])"
+    got = t.student.tanh_forward(saturated)
+    try:
+        assert_finite(got, what)
+        assert_close(got, np.tanh(saturated), what)
+    except CheckFailed as failure:
+        raise CheckFailed(f"{failure} e**800 overflows in float64, so (e^a - e^-a) / (e^a + e^-a) is inf / inf = "
+                          "NaN there; np.tanh saturates at +-1.") from None
     what = "tanh_backward(dout (3, 4), h (3, 4))"
     got = call_pure(t.student.tanh_backward, x, h, what=what)
     assert_gradient(got, t.expected("tanh_backward", lambda ref: ref.tanh_backward(x, h)), what)
@@ -141,7 +179,8 @@ def init_problem(params: dict, V: int, d: int, H: int, k: int) -> str | None:
     return None
 
 
-@check(4, 1, "feedforward LM: init_params's shapes and ranges; logits, loss and gradients on a small model",
+@check(4, 1, "feedforward LM: init_params's shapes, dtype, ranges and seed; logits, loss and gradients on a small "
+             "model",
        public=True, uses=("init_params", "ffnn_forward", "ffnn_loss_and_grads"),
        needs=Q1 + ("cross_entropy_grad",) + Q3)
 def public_ffnn(t):
@@ -152,6 +191,11 @@ def public_ffnn(t):
     init = param_dict(t.student.init_params(V, d, H, k, 0), f"init_params({V}, {d}, {H}, {k}, 0)")
     for name, shape in zip(PARAM_NAMES, [(V, d), (H, k * d), (H,), (V, H), (V,)]):
         assert_shape(init[name], shape, f"init_params({V}, {d}, {H}, {k}, 0)[{name!r}]")
+        float64(init[name], f"init_params({V}, {d}, {H}, {k}, 0)[{name!r}]")
+    other = param_dict(t.student.init_params(V, d, H, k, 1), f"init_params({V}, {d}, {H}, {k}, 1)")
+    if np.array_equal(as_array(other["E"])[0], as_array(init["E"])[0]):
+        raise CheckFailed(f"init_params({V}, {d}, {H}, {k}, seed=0) and seed=1 give the same ['E']: draw from "
+                          "np.random.default_rng(seed) with the seed you are given.")
     what = "init_params(300, 10, 40, 3, 0)"
     problem = init_problem(param_dict(t.student.init_params(300, 10, 40, 3, 0), what), 300, 10, 40, 3)
     if problem:
@@ -167,7 +211,8 @@ def public_ffnn(t):
         assert_gradient(grads[name], exp_grads[name], f"{what}: grads[{name!r}]")
 
 
-@check(5, 1, "numerical_gradient (default step and eps=1e-2), relative_error and gradient_check on a smooth function",
+@check(5, 1, "numerical_gradient (default step and eps=1e-2), relative_error (also of matrices) and gradient_check "
+             "(also with its eps and tol) on a smooth function",
        public=True, uses=("numerical_gradient", "relative_error", "gradient_check"))
 def public_gradcheck(t):
     from autograder.sandbox.support import SmoothFunction
@@ -187,13 +232,28 @@ def public_gradcheck(t):
     assert_close(got, finite_difference(mine, x, 1e-2), what, rtol=1e-9, atol=1e-11)
     a, b = np.array([3.0, 0.0, -4.0]), np.array([3.0, 0.0, 4.0])
     assert_close(t.student.relative_error(a, b), 0.8, "relative_error([3, 0, -4], [3, 0, 4])")  # 8 / (5 + 5)
+    try:  # ||[[0, 0], [0, 2]]|| / (||I|| + ||diag(1, -1)||) = 2 / (sqrt(2) + sqrt(2))
+        assert_close(t.student.relative_error(np.eye(2), np.diag([1.0, -1.0])), 1 / math.sqrt(2),
+                     "relative_error(I (2, 2), diag(1, -1))")
+    except CheckFailed as failure:
+        raise CheckFailed(f"{failure} Gradients are matrices too: use the Euclidean norm over all entries "
+                          "(np.linalg.norm(a - b) with no ord), not a matrix norm.") from None
     exact = mine.grad(x)
-    for grad, should_pass in ((exact, True), (2 * exact, False)):
-        what = f"gradient_check(f, x, {'the exact gradient' if should_pass else 'twice the exact gradient'})"
-        ok, error = parts(t.student.gradient_check(f, x, grad), 2, what)
+    # (arguments as the message shows them, gradient, keyword arguments, should pass, why). At eps = 1e-2
+    # the grader's own central difference is the right answer to 1e-12 but 4e-6 away from the exact gradient.
+    cases = [("the exact gradient", exact, {}, True, "a correct gradient must pass"),
+             ("twice the exact gradient", 2 * exact, {}, False, "a wrong gradient must be flagged"),
+             ("the exact gradient times 1.001, tol=1e-2", 1.001 * exact, {"tol": 1e-2}, True,
+              "its relative error is 5e-4, under the tol you were given: compare with tol"),
+             ("the central difference at step 1e-2, eps=1e-2, tol=1e-8", finite_difference(mine, x, 1e-2),
+              {"eps": 1e-2, "tol": 1e-8}, True,
+              "it IS the central difference at step 1e-2: pass the eps you were given on to numerical_gradient")]
+    for arguments, grad, kwargs, should_pass, why in cases:
+        what = f"gradient_check(f, x, {arguments})"
+        ok, error = parts(t.student.gradient_check(f, x, grad, **kwargs), 2, what)
         ok = as_bool(ok, what)
         if ok != should_pass:
-            raise CheckFailed(f"{what} returned ok={ok!r}, expected {should_pass}")
+            raise CheckFailed(f"{what} returned ok={ok!r}, expected {should_pass}: {why}.")
 
 
 def mean_loss(params: dict, contexts: np.ndarray, targets: np.ndarray) -> float:
@@ -203,7 +263,8 @@ def mean_loss(params: dict, contexts: np.ndarray, targets: np.ndarray) -> float:
     return float(np.mean(np.logaddexp.reduce(z, axis=1) - z[np.arange(len(targets)), targets]))
 
 
-@check(6, 1, "context_windows on a short stream; one exact SGD step; train_ffnn lowers the loss on a tiny language",
+@check(6, 1, "context_windows on a short stream; one exact SGD step and the loss it records; train_ffnn lowers the "
+             "loss on a tiny language",
        public=True, timeout=60, uses=("context_windows", "train_ffnn"), needs=("init_params", "ffnn_loss_and_grads"))
 def public_train(t):
     what = "context_windows([5, 6, 7], 2)"
@@ -216,17 +277,23 @@ def public_train(t):
     rng = np.random.default_rng(1)
     start = {"E": rng.normal(0.0, 0.1, size=(V, 2)), "W": rng.uniform(-0.5, 0.5, size=(3, 4)), "b": np.zeros(3),
              "U": rng.uniform(-0.5, 0.5, size=(V, 3)), "b2": np.zeros(V)}
-    _, grads = parts(t.student.ffnn_loss_and_grads(start, np.zeros((4, 2), dtype=np.int64), np.zeros(4, dtype=np.int64)),
-                     2, "ffnn_loss_and_grads(start, 4 windows of zeros)")
+    loss, grads = parts(t.student.ffnn_loss_and_grads(start, np.zeros((4, 2), dtype=np.int64),
+                                                      np.zeros(4, dtype=np.int64)), 2,
+                        "ffnn_loss_and_grads(start, 4 windows of zeros)")
     grads = param_dict(grads, "ffnn_loss_and_grads(...): grads")
     what = "train_ffnn(20 zeros, 5, context=2, dim=2, hidden=3, lr=0.5, batch_size=4, steps=1, seed=1, start=start)"
-    params, _ = parts(call_pure(t.student.train_ffnn, np.zeros(20, dtype=np.int64), V, **settings, start=start,
-                                what=what), 2, what)
+    params, losses = parts(call_pure(t.student.train_ffnn, np.zeros(20, dtype=np.int64), V, **settings, start=start,
+                                     what=what), 2, what)
     params = param_dict(params, what)
     for name in PARAM_NAMES:
         expected = start[name] - 0.5 * as_array(grads[name])[0]
         assert_close(params[name], expected, f"{what}: params[{name!r}] against start[{name!r}] - 0.5 * your gradient"
                      " (start from a copy of the `start` you are given)", rtol=1e-9, atol=1e-12)
+    losses = as_array(losses, f"{what}: losses")[0]
+    if losses.shape != (1,):
+        raise CheckFailed(f"{what}: losses should hold one number per step (1), got shape {losses.shape}")
+    assert_close(losses, [float(as_array(loss)[0])], f"{what}: losses against your loss at `start` (record each "
+                 "step's loss before its update)", rtol=1e-9, atol=1e-12)
     # A tiny language over 9 ids: 90% of the time the next id is NEXT[previous id], else any id.
     NEXT = [3, 5, 7, 0, 8, 1, 4, 2, 6]
     rng = np.random.default_rng(0)
