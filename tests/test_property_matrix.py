@@ -231,6 +231,32 @@ BUGS |= {
         "6", {"learned_positions": "generator"}),
 }
 
+# positions: which positions of a stream a training function visits (issue 31), seen in the trained weights. All but
+# the cap failed the exact steps before too, by a loss mismatch that did not name the cause.
+TBPTT_ADVANCE = "        losses.append(loss.item())\n        i += bptt\n"
+TBPTT_WRAP = "        if i >= data.size(1) - 1:\n            state, i = None, 0\n"
+CROPS = "    starts = torch.randint(0, len(data) - block_size, (batch_size,), generator=generator)\n"
+LM_BATCH = '        x, y = get_batch(train_ids, s["batch_size"], s["block_size"], generator)\n'
+LM_LOOP = '    losses = []\n    for step in range(s["steps"]):\n'
+BUGS |= {
+    "rnn_lm train_lm never moves on (no i += bptt: every step reads the first chunk again)": ("rnn_lm", [
+        (TBPTT_ADVANCE, "        losses.append(loss.item())\n")], "4",
+        {"train_lm_exact": "positions", "train_lm_repeatable": "positions"}),
+    "rnn_lm train_lm slides one token a step (i += 1: overlapping chunks, most of the stream unread)": ("rnn_lm", [
+        (TBPTT_ADVANCE, TBPTT_ADVANCE.replace("i += bptt", "i += 1"))], "4", {"train_lm_exact": "positions"}),
+    "rnn_lm train_lm starts over once a whole chunk no longer fits (the short last chunk never read)": ("rnn_lm", [
+        (TBPTT_WRAP, TBPTT_WRAP.replace("i >= data.size(1) - 1", "i + bptt > data.size(1) - 1"))], "4",
+        {"train_lm_exact": "positions"}),
+    "rnn_lm train_lm caps a pass at 20 chunks (i >= 20 * bptt starts over: the rest of every row unread)": ("rnn_lm", [
+        (TBPTT_WRAP, TBPTT_WRAP.replace("i >= data.size(1) - 1", "i >= data.size(1) - 1 or i >= 20 * bptt"))], "4",
+        {"train_lm_exact": "positions"}),  # the exact steps' streams are shorter than 20 chunks: only this sees it
+    "transformer get_batch draws starts from the first half only (randint(0, len(data) // 2 - T))": (
+        "transformer", [(CROPS, CROPS.replace("len(data) - block_size", "len(data) // 2 - block_size"))], "6",
+        {"train_exact_steps": "positions"}),
+    "transformer train_lm draws one batch before the loop and trains on that crop at every step": ("transformer", [
+        (LM_LOOP, LM_LOOP.replace("    losses = []\n", "    losses = []\n" + LM_BATCH[4:])),  # one batch, drawn once
+        (LM_BATCH, "")], "6", {"train_exact_steps": "positions"}),
+}
 
 # Correct code written differently keeps full marks on the question the matrix runs in.
 CORRECT = {
@@ -262,6 +288,18 @@ CORRECT = {
         "attention", [("    weights = torch.softmax(scores, dim=-1)  # (B, S)\n",
                        "    e = torch.exp(scores - scores.max(dim=-1, keepdim=True).values)\n"
                        "    weights = e / e.sum(dim=-1, keepdim=True)  # (B, S)\n")], ("1",)),
+    "rnn_lm train_lm cycles through the chunk starts (itertools.cycle over range(0, L - 1, bptt))": ("rnn_lm", [
+        ("    state, i, losses = None, 0, []\n    for _ in range(steps):\n" + TBPTT_WRAP,
+         "    import itertools\n    chunk_starts = itertools.cycle(range(0, data.size(1) - 1, bptt))\n"
+         "    state, losses = None, []\n    for _ in range(steps):\n        i = next(chunk_starts)\n"
+         "        if i == 0:\n            state = None\n"),
+        (TBPTT_ADVANCE, "        losses.append(loss.item())\n")], ("4",)),
+    "transformer train_lm draws starts by torch.randint(high, size), crops by an index tensor": (
+        "transformer", [(LM_BATCH,
+        '        B, T = s["batch_size"], s["block_size"]\n'
+        '        starts = torch.randint(len(train_ids) - T, (B,), generator=generator).to(train_ids.device)\n'
+        '        index = starts[:, None] + torch.arange(T + 1, device=train_ids.device)  # (B, T + 1)\n'
+        '        crops = train_ids[index].long()\n        x, y = crops[:, :-1], crops[:, 1:]\n')], ("6",)),
 }
 
 
@@ -349,3 +387,46 @@ def test_each_property_names_itself_the_function_and_the_input_shapes():
     message = matrix_failure(t, "first_rows", lambda x, n: x[:n], edges)
     assert message.startswith("property `edges` of first_rows, input x (5,), n=0: the output: expected shape (0,)"), message
     assert "tensor(" not in message and "-500" not in message  # the input by its description, never its values
+
+
+def positions_failure(reads) -> str:
+    from autograder.checking import properties
+    from autograder.errors import CheckFailed
+    try:
+        properties.run(None, properties.Graded("train", None, None, {"positions": [reads]}), ("positions",))
+    except CheckFailed as exc:
+        return str(exc)
+    return ""
+
+
+def test_positions_names_the_property_and_what_the_run_read():
+    import torch
+
+    from autograder.checking.properties import Reads
+    start = torch.zeros(401, 2, dtype=torch.float64)  # row i: position i of the stream
+
+    def read(positions):  # the table a run leaves when it fed `positions` to the model
+        table = start.clone()
+        table[positions] += 0.01
+        return table
+
+    uniform = torch.randint(0, 400, (400,), generator=torch.Generator().manual_seed(3))
+    crops = dict(starts=400, draws=400)
+    assert positions_failure(Reads("uniform crops", start, lambda steps: read(uniform), 40, **crops)) == ""
+    message = positions_failure(Reads("a prefix", start, lambda steps: read(torch.arange(112)), 40, **crops))
+    assert message.startswith("property `positions` of train, input a prefix: positions visited: only the first 28% "
+                              "of the stream (positions 0-111 of 401) in 40 steps"), message
+    assert positions_failure(Reads("every row moved", start, lambda steps: read(torch.arange(401)), 40, **crops)) == ""
+
+    def walk(advance: bool):  # chunks of 4, one a step: the next one, or the first again and again
+        def table(steps):
+            out = start.clone()
+            for step in range(steps):
+                out[4 * step * advance + torch.arange(4)] += 0.01
+            return out
+        return table
+    assert positions_failure(Reads("chunks", start, walk(True), 3, reference=walk(True))) == ""
+    message = positions_failure(Reads("chunks", start, walk(False), 3, reference=walk(True)))
+    assert message == ("property `positions` of train, input chunks: positions visited: step 2 read positions 0-3 (the "
+                       "rows of the input embedding that moved), where it should read 4-7; in all, the run read only "
+                       "the first 1% of the stream (positions 0-3 of 401) in 2 steps."), message

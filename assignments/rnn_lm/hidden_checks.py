@@ -695,12 +695,58 @@ def lstm_tbptt_case(t, V: int, E: int, H: int, N: int, settings: dict) -> None:
         assert_close(trained[name], value, f"{what}: `{name}` after training", rtol=1e-6, atol=1e-9)
 
 
+# Positions visited (properties.Reads): a stream whose token ids are their positions, on a ToyRecurrentLM
+# with one embedding row per position. Plain SGD moves a row only when its position is fed to the model
+# (the carried state is detached), so the rows a step moved are the positions it read, and each step must
+# read what the reference's does: the next chunk of every row, the short last one, then the wrap-around.
+WALK_HINT = (" Walk the stream chunk after chunk: each step reads get_chunk(data, i, bptt) and then i += bptt; "
+             "start over at i = 0 (state None) only when fewer than two tokens are left (i >= L - 1).")
+
+
+def tbptt_reads(t, N: int, settings: dict, checkpoints: tuple) -> properties.Reads:
+    """train_lm's runs of each of `checkpoints` steps over the stream 0, 1, .., N - 1 (`settings` without steps)."""
+    V, d = N, 3
+    weights, stream = toy_weights(t, V, d), torch.arange(N)
+    B = settings["batch_size"]
+    text = ", ".join(f"{k}={v}" for k, v in settings.items())
+    label = (f"ToyRecurrentLM({V}, {d}), stream 0, 1, .., {N - 1} (each position its own token id; batchify gives "
+             f"{B} row(s) of {N // B}: row b holds positions {N // B}b onwards), {text}, runs of "
+             f"{', '.join(map(str, checkpoints))} steps")
+
+    def student_table(k: int):
+        model = make_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64)
+        t.student.train_lm(model, stream, steps=k, **settings)
+        state = model.state_dict()
+        table = state.get("embedding.weight") if isinstance(state, dict) else None
+        return table if isinstance(table, torch.Tensor) and tuple(table.shape) == (V, d) else None
+
+    def reference_table(k: int):
+        model = toy_reference(t, V, d, weights)
+        t.ref.train_lm(model, stream, steps=k, **settings)
+        return model.embedding.weight.detach()
+
+    return properties.Reads(label, weights["embedding.weight"].to(F64), student_table, checkpoints[-1],
+                            reference=reference_table, hint=WALK_HINT, checkpoints=checkpoints)
+
+
+def tbptt_positions(t, *samples: tuple) -> None:
+    """The positions property of train_lm on each (N, settings, checkpoints) of `samples`."""
+    reads = [tbptt_reads(t, N, settings, checkpoints) for N, settings, checkpoints in samples]
+    properties.run(t, properties.Graded("train_lm", t.student.train_lm, t.ref.train_lm, {"positions": reads}),
+                   ("positions",))
+
+
 @check(4, 3, "train_lm exact steps on ToyRecurrentLM: one and two steps, the state carried and detached, "
-             "a short last chunk, wrap-around, clipping; and on an LSTM LM, whose state is a pair (h, c)",
+             "a short last chunk, wrap-around, clipping; and on an LSTM LM, whose state is a pair (h, c); "
+             "positions visited: each step reads the next chunk of every row, then wraps around",
        uses=TBPTT_USES, needs=("RNNLM", "LSTMLayer", "LSTMCell"),
        hint="per step: wrap around when i >= L - 1 (i = 0, state None), get_chunk, detach the carried state, forward, "
             "mean cross-entropy, zero_grad, backward, clip_grad_norm(model.parameters(), clip), SGD step, i += bptt.")
 def train_lm_exact(t):
+    # every step of a short stream (L = 14: chunks at 0, 4, 8, a short one of 1 at 12, then the wrap-around at
+    # steps 5 and 6), and a long one in stretches of 10 steps (L = 200: 40 chunks, the last of 4, then 2 more)
+    tbptt_positions(t, (43, dict(lr=0.5, batch_size=3, bptt=4, clip=1.0), tuple(range(1, 7))),
+                    (600, dict(lr=0.5, batch_size=3, bptt=5, clip=1.0), (10, 20, 30, 40, 42)))
     V, d = 7, 5
     weights = toy_weights(t, V, d)
     # a degenerate stream: one chunk per pass, so every step sees the same batch from a fresh state
@@ -721,9 +767,11 @@ def train_lm_exact(t):
     lstm_tbptt_case(t, 7, 4, 5, 35, dict(steps=4, lr=0.3, batch_size=3, bptt=4, clip=0.05))
 
 
-@check(4, 1, "train_lm: two runs from the same weights give identical losses; batch of one, bptt 1",
+@check(4, 1, "train_lm: two runs from the same weights give identical losses; batch of one, bptt 1 (positions "
+             "visited: one new position a step, then the wrap-around)",
        uses=TBPTT_USES)
 def train_lm_repeatable(t):
+    tbptt_positions(t, (9, dict(lr=0.5, batch_size=1, bptt=1, clip=1.0), tuple(range(1, 11))))  # 0 .. 7, then 0, 1
     V, d = 6, 3
     weights = toy_weights(t, V, d)
     tbptt_case(t, V, d, 9, dict(steps=5, lr=0.2, batch_size=1, bptt=1, clip=0.3),

@@ -1176,14 +1176,47 @@ EXACT_SETTINGS = dict(batch_size=3, block_size=8, max_lr=0.02, min_lr=0.002, war
                       betas=(0.9, 0.95), eps=1e-4, grad_clip=0.3, seed=4)
 
 
+# Positions visited (properties.Reads): the stream 0, 1, .., n - 1 with one token id per position, crops of
+# one position (block_size 1), an untied head and no weight decay, so a row of tok_emb moves only when its
+# position is a crop's start: the rows that moved are the starts drawn. 40 steps of 10 crops over 400 possible
+# starts must spread over the whole stream as uniform draws do (properties.SPREAD_SHARE; the margin is
+# measured over 10,000 seeds in docs/assignments/transformer.md).
+POSITIONS_CONFIG = dict(vocab_size=401, d_model=8, n_layers=1, n_heads=2, d_ff=12, max_len=1, tie_weights=False)
+POSITIONS_SETTINGS = dict(EXACT_SETTINGS, steps=40, batch_size=10, block_size=1, weight_decay=0.0)
+CROPS_HINT = (" Draw every step's batch with get_batch(train_ids, batch_size, block_size, g), g the one "
+              "torch.Generator().manual_seed(seed) made before the loop: starts uniform over all "
+              "len(train_ids) - block_size positions (never a fixed part, never the same crop twice over).")
+
+
+def crop_reads(t) -> properties.Reads:
+    """train_lm's run over the stream 0, 1, .., n - 1, seen through the rows of tok_emb it moved."""
+    cfg, n = POSITIONS_CONFIG, POSITIONS_CONFIG["vocab_size"]
+    settings = dict(POSITIONS_SETTINGS, seed=int(t.rng.integers(0, 2 ** 31)))
+    init, data = lm_state(t, cfg), torch.arange(n)
+    label = (f"train_ids 0, 1, .., {n - 1} (each position its own token id), {describe(cfg)}, steps="
+             f"{settings['steps']}, batch_size={settings['batch_size']}, block_size=1, weight_decay=0.0, "
+             f"seed={settings['seed']}")
+
+    def student_table(steps: int):
+        value = t.student.train_lm(data, cfg, dict(settings, steps=steps), init)
+        state = value[0] if isinstance(value, (tuple, list)) and len(value) == 2 else None
+        table = state.get("tok_emb.weight") if isinstance(state, dict) else None
+        return table if isinstance(table, torch.Tensor) and table.shape == init["tok_emb.weight"].shape else None
+
+    return properties.Reads(label, init["tok_emb.weight"], student_table, settings["steps"], starts=n - 1,
+                            draws=settings["steps"] * settings["batch_size"], hint=CROPS_HINT)
+
+
 @check(6, 2, "train_lm: one and two steps from a given init on a constant stream, and five on varied ids, equal "
-             "the grader's update",
+             "the grader's update; positions visited: the crops' starts spread over the whole stream",
        uses=("train_lm",), needs=TRAINING + LM + NORMS + FFN, timeout=60,
        hint="per step: lr_at(step, ...), get_batch with the one generator made before the loop, mean cross-entropy, "
             "zero_grad, backward, clip_grads over all gradients together, AdamW step with that lr; AdamW created "
             "once over model.parameters().")
 def train_exact_steps(t):
     training_pieces_first(t, "train_lm")
+    properties.run(t, properties.Graded("train_lm", t.student.train_lm, t.ref.train_lm, {"positions": [crop_reads(t)]}),
+                   ("positions",))
     init = lm_state(t, EXACT_CONFIG)
     constant = torch.full((50,), 5, dtype=torch.long)  # every crop is the same: the batches cannot differ
     varied = ids(t, 60, V=EXACT_CONFIG["vocab_size"])  # then batches from one generator made from the seed

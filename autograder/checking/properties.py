@@ -14,7 +14,13 @@ same way for all of them:
 - `edges`: sizes 0 and 1 the docstring allows (max_len=0, n=0, length-1 sequences, batch of one);
 - `shapes`: every rank and batch size the docstring allows (2-D and 3-D logits, say);
 - `inputs`: every call above goes through `call_pure`, so a changed argument fails (this property);
-- `generator`: torch's global random generator is where the grader put it after a call.
+- `generator`: torch's global random generator is where the grader put it after a call;
+- `positions`: the positions of a stream a training function visits (`Reads`): every step reads what
+  the reference's step reads (a loop that walks the stream), or random crops spread over the whole
+  stream (a loop that samples it). Measured on the weights the run returns: on a stream whose token
+  ids are their positions, row i of the input embedding moves only when position i is fed to the
+  model, so the rows that moved are the positions read (issue 31: consecutive slices from the start
+  of a stream saw only its first 28%).
 
 Outputs are compared with the reference's on the same inputs (cast to float64: the truth), with the
 tolerance of the sample's own dtype. Every failure starts with "property `name`" and names the
@@ -34,7 +40,8 @@ from autograder.checking.remote import StudentError
 from autograder.checking.torch_checks import MODULE_TOLERANCES, assert_global_generator_untouched
 from autograder.errors import CheckFailed
 
-PROPERTIES = ("shapes", "edges", "extremes", "inputs", "generator")  # the order they run in: plain inputs first
+# the order they run in: plain inputs first
+PROPERTIES = ("shapes", "edges", "extremes", "inputs", "generator", "positions")
 GRAD_TOL = (1e-7, 1e-9)
 HINTS = {"extremes": " At inputs this large, exp by hand overflows (inf / inf is NaN, log(0) is -inf) and a "
                      "probability rounds to 0: use torch.softmax, log_softmax, tanh and sigmoid, and compare logits.",
@@ -73,7 +80,40 @@ class Graded:
     generator: Sample | None = None  # the call that must leave torch's global generator alone (default: the first)
 
     def generator_sample(self) -> Sample | None:
-        return self.generator or next((s for prop in PROPERTIES for s in self.samples.get(prop, ())), None)
+        return self.generator or next((s for prop in PROPERTIES for s in self.samples.get(prop, ())
+                                       if isinstance(s, Sample)), None)
+
+
+@dataclass(frozen=True)
+class Reads:
+    """A training run on a stream whose token ids are their positions (id i at position i), for `positions`.
+
+    `table(steps)` runs the student's training function afresh for `steps` steps and returns the input
+    embedding (n, d) it leaves (None when it cannot be read: other checks say why); `start` is that table
+    before training. With `reference` (the same for the reference's run), a deterministic loop: the steps
+    between two `checkpoints` (step counts; default every step up to `steps`) must read the positions the
+    reference's steps read there. Otherwise random crops of one position each (block_size 1), `draws` of
+    them (steps x batch_size) uniform over positions 0 .. `starts` - 1: the positions read must spread over
+    the whole stream as uniform draws do (SPREAD_SHARE)."""
+    label: str
+    start: torch.Tensor  # (n, d)
+    table: object
+    steps: int
+    reference: object = None
+    starts: int = 0
+    draws: int = 0
+    hint: str = ""  # how the function should walk or sample the stream, in the assignment's words
+    checkpoints: tuple = ()  # increasing step counts, the last `steps` (default: 1, 2, .., steps)
+
+
+# A loop that samples: the stream in SPREAD_PARTS equal parts, each must hold at least SPREAD_SHARE of the
+# distinct positions uniform draws visit there on average (m_j (1 - (1 - 1/m) ** draws) for the m_j of the
+# m possible starts in it), and the run as a whole too. At 400 draws over 400 starts (about 63 expected a
+# part), over 10,000 seeds, uniform draws keep 0.68-1.05 of it in their emptiest part (mean 0.92, sd 0.045:
+# 0.5 is 9 sd below) and 0.91 or more in all, torch.randint and a torch.randperm per step alike; starts
+# from the first half keep 0 in the last two parts, one fixed crop of 10 keeps at most 0.04 (numbers in
+# docs/assignments/transformer.md).
+SPREAD_PARTS, SPREAD_SHARE = 4, 0.5
 
 
 def side(value, which: str):
@@ -115,6 +155,10 @@ def run(t, graded: Graded, properties=PROPERTIES) -> None:
     `t` is the check's context. The generator property applies to every function (each takes tensors or a
     model): a deterministic one must not touch torch's global generator either (`torch.manual_seed(0)` inside)."""
     for prop in properties:
+        if prop == "positions":
+            for reads in graded.samples.get(prop, ()):
+                check_positions(graded, reads)
+            continue
         if prop == "generator":
             if graded.generator_sample() is not None:
                 check_generator(t.student, graded)
@@ -259,6 +303,89 @@ def check_generator(student, graded: Graded) -> None:
             f"{graded.name}({sample.label})", seed=20261127)
     except CheckFailed as exc:
         raise CheckFailed(f"property `generator` (torch's global generator left alone): {exc}") from None
+
+
+MOVED = 1e-9  # a row read moves by lr x its gradient (1e-4 or more here); one not read by exactly 0, or, where
+# a replayed run on a GPU adds in another order, by float64 rounding (1e-15)
+
+
+def rows_moved(before: torch.Tensor, after: torch.Tensor) -> np.ndarray:
+    """(n,) bool: the rows of a table that moved by more than MOVED anywhere (a NaN counts as a move)."""
+    change = (after.detach().cpu().double() - before.detach().cpu().double()).abs()
+    return (~(change <= MOVED)).any(dim=1).numpy()
+
+
+def spans(mask: np.ndarray) -> str:
+    """The True positions of `mask` as ranges: "0-3, 14-17" ("none" when there is none)."""
+    where = np.flatnonzero(mask)
+    if where.size == 0:
+        return "none"
+    breaks = np.flatnonzero(np.diff(where) > 1)
+    firsts, lasts = where[np.r_[0, breaks + 1]], where[np.r_[breaks, where.size - 1]]
+    text = [f"{a}" if a == b else f"{a}-{b}" for a, b in zip(firsts.tolist(), lasts.tolist())]
+    return ", ".join(text[:8]) + (f", ... ({len(text)} ranges)" if len(text) > 8 else "")
+
+
+def coverage(mask: np.ndarray, steps: int) -> str:
+    """What a run read, in a phrase: "only the first 28% of the stream in 200 steps" for a prefix."""
+    n, seen = mask.size, int(mask.sum())
+    last = int(np.flatnonzero(mask)[-1]) + 1 if seen else 0
+    if seen and seen == last and last < n:
+        return f"only the first {last / n:.0%} of the stream (positions 0-{last - 1} of {n}) in {steps} steps"
+    return f"{seen} of {n} positions ({seen / n:.0%}: {spans(mask)}) in {steps} steps"
+
+
+def check_positions(graded: Graded, reads: Reads) -> None:
+    """The positions a training run reads, from the rows of its input embedding that moved.
+
+    Fail-only where the weights cannot show them: a run that raises, returns no table, or at some step
+    moves no row or every row (an update that skips or decays every weight) is left to the checks that
+    compare its steps with the reference's."""
+    def fail(text: str) -> CheckFailed:
+        return CheckFailed(f"property `positions` of {graded.name}, input {reads.label}: positions visited: "
+                           f"{text}{reads.hint}")
+
+    def table(steps: int):
+        try:
+            return reads.table(steps)
+        except StudentError:
+            return None
+
+    if reads.reference is None:
+        after = table(reads.steps)
+        seen = None if after is None else rows_moved(reads.start, after)
+        if seen is not None and seen.any() and not seen.all():
+            check_spread(seen, reads, fail)
+        return
+    before, ref_before, done = reads.start, reads.start, 0
+    for step in reads.checkpoints or range(1, reads.steps + 1):
+        after, ref_after = table(step), reads.reference(step)
+        if after is None:
+            return
+        got, expected = rows_moved(before, after), rows_moved(ref_before, ref_after)
+        if not got.any() or got.all():
+            return
+        if not np.array_equal(got, expected):
+            which = f"step {step}" if step == done + 1 else f"steps {done + 1}-{step}"
+            raise fail(f"{which} read positions {spans(got)} (the rows of the input embedding that moved), where "
+                       f"{'it' if step == done + 1 else 'they'} should read {spans(expected)}; in all, the run "
+                       f"read {coverage(rows_moved(reads.start, after), step)}.")
+        before, ref_before, done = after, ref_after, step
+
+
+def check_spread(seen: np.ndarray, reads: Reads, fail) -> None:
+    """Random crops: every part of the stream, and the stream as a whole, holds at least SPREAD_SHARE
+    of the distinct positions that `draws` uniform starts visit there on average."""
+    n, m = seen.size, reads.starts
+    hit = 1 - (1 - 1 / m) ** reads.draws  # the chance that a given possible start is drawn at least once
+    bounds = np.linspace(0, n, SPREAD_PARTS + 1).round().astype(int)
+    counts = [int(seen[a:b].sum()) for a, b in zip(bounds[:-1], bounds[1:])]
+    expected = [max(0, min(b, m) - a) * hit for a, b in zip(bounds[:-1], bounds[1:])]
+    if any(c < SPREAD_SHARE * e for c, e in zip(counts, expected)) or seen.sum() < SPREAD_SHARE * sum(expected):
+        parts = ", ".join(f"{c} (about {e:.0f} expected)" for c, e in zip(counts, expected))
+        raise fail(f"{coverage(seen, reads.steps)}; {reads.draws} crops drawn uniformly from all {m} possible "
+                   f"starts visit about {sum(expected):.0f} distinct positions, spread evenly; distinct positions "
+                   f"read in each of {SPREAD_PARTS} equal parts of the stream: {parts}.")
 
 
 def _first_line(text: str) -> str:
