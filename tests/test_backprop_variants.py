@@ -112,6 +112,10 @@ BUGS = {
         [("    error = relative_error(analytic_grad, numerical_gradient(f, x, eps))",
           "    error = relative_error(analytic_grad, numerical_gradient(f, x))")],
         {"public_gradcheck", "gradient_check_hidden"}),
+    "gradient_check defaults eps to 1e-3 (the mutant that survived)": (  # lmgrade mutants backprop
+        [("def gradient_check(f, x: np.ndarray, analytic_grad: np.ndarray, eps: float = 1e-6, tol: float = 1e-6):",
+          "def gradient_check(f, x: np.ndarray, analytic_grad: np.ndarray, eps: float = 1e-3, tol: float = 1e-6):")],
+        {"gradient_check_hidden"}),
     "gradient_check compares with 1e-6 instead of tol": (
         [("    return bool(error <= tol), error", "    return bool(error <= 1e-6), error")],
         {"public_gradcheck", "gradient_check_hidden"}),

@@ -657,7 +657,9 @@ def gradient_check_hidden(t):
     # differences at the eps it is given reports that error, and tol = 1e-9 must then flag it.
     cases += [("the exact gradient", exact, {"eps": 1e-3}), ("the exact gradient", exact, {"eps": 1e-3, "tol": 1e-9}),
               ("the exact gradient with one entry off by 0.1%", planted(exact)["the exact gradient with one entry "
-                                                                                "off by 0.1%"], {"tol": 1e-2})]
+                                                                                "off by 0.1%"], {"tol": 1e-2}),
+              # at the default eps = 1e-6 the exact gradient is ~1e-10 away: a default step of 1e-3 (~1e-7) fails
+              ("the exact gradient at the default eps", exact, {"tol": 1e-8})]
     for label, grad, kwargs in cases:
         settings = "".join(f", {k}={v:g}" for k, v in kwargs.items())
         what = f"gradient_check(f, x (3, 5), {label}{settings})"

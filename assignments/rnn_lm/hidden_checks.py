@@ -446,13 +446,18 @@ def toy_reference(t, V: int, d: int, weights: dict, dtype=F64):
 
 def true_lm_loss(ref, tokens, pad_id) -> torch.Tensor:
     """The grader's masked mean cross-entropy in float64 (log-sum-exp: stable at any logit size)."""
-    V = ref.proj.out_features
     with torch.no_grad():
-        logits, _ = ref(tokens[:, :-1])
-        targets = tokens[:, 1:].reshape(-1)
-        losses = F.cross_entropy(logits.reshape(-1, V), targets, reduction="none")
-        keep = torch.ones_like(losses) if pad_id is None else (targets != pad_id).double()
-        return (losses * keep).sum() / keep.sum()
+        return lm_loss_truth(ref, tokens, pad_id)
+
+
+def lm_loss_truth(ref, tokens, pad_id) -> torch.Tensor:
+    """The same with autograd on: the reference side of lm_loss's gradients at extreme logits."""
+    V = ref.proj.out_features
+    logits, _ = ref(tokens[:, :-1])
+    targets = tokens[:, 1:].reshape(-1)
+    losses = F.cross_entropy(logits.reshape(-1, V), targets, reduction="none")
+    keep = torch.ones_like(losses) if pad_id is None else (targets != pad_id).to(losses.dtype)
+    return (losses * keep).sum() / keep.sum()
 
 
 def padded_tokens(t, lengths, V: int, pad: int) -> torch.Tensor:
@@ -494,6 +499,10 @@ def lm_loss_hidden(t):
         assert_close_mod(got, true_lm_loss(toy_reference(t, V, d, loud), tokens, 0),
                          what + " (an infinite loss means log of an underflowed softmax: use F.cross_entropy or "
                                 "log_softmax)", dtype)
+    # and its gradients there (w.r.t. the model's parameters): a loss right forward can be NaN backward
+    properties.run(t, properties.Graded("lm_loss", t.student.lm_loss, lm_loss_truth, {"extremes": [properties.Sample(
+        f"ToyRecurrentLM({V}, {d}) with logits of about a thousand, tokens {tuple(tokens.shape)} padded, pad_id=0, "
+        "float64", (properties.Both(model, toy_reference(t, V, d, loud)), tokens, 0))]}), ("extremes",))
     positional = t.student.lm_loss(model, cases[1][1], 0)
     assert_close_mod(positional, call_pure(t.student.lm_loss, model, cases[1][1], pad_id=0), "lm_loss(model, tokens, 0) "
                      "(pad_id given by position)", F64)

@@ -7,8 +7,8 @@ a check states *what* a function takes (`Sample`s, grouped by property) and the 
 same way for all of them:
 
 - `extremes`: forward at saturating inputs (pre-activations of hundreds, logits of +-1000, long
-  sequences, large norms) against the reference, and, for samples that name `wrt` or call a module,
-  the gradients there: a NaN or inf where the reference's gradient is finite fails, and float64
+  sequences, large norms) against the reference, and, for samples that name `wrt`, call a module or
+  pass one in (a loss of a model), the gradients there: a NaN or inf where the reference's gradient is finite fails, and float64
   gradients must equal the reference's (a tanh written as 1 - 2/(exp(2z) + 1) is right forward and
   NaN backward);
 - `edges`: sizes 0 and 1 the docstring allows (max_len=0, n=0, length-1 sequences, batch of one);
@@ -238,7 +238,8 @@ def check_sample(graded: Graded, prop: str, sample: Sample) -> None:
             raise failure(prop, graded, sample, f"a {str(out.dtype).removeprefix('torch.')} output where "
                                                 f"{str(want).removeprefix('torch.')} was expected: keep the inputs' "
                                                 "dtype (no .float(), no dtype=torch.float32 inside).")
-    if prop == "extremes" and (sample.wrt or isinstance(sample.reference or graded.reference, torch.nn.Module)):
+    if prop == "extremes" and (sample.wrt or isinstance(sample.reference or graded.reference, torch.nn.Module)
+                               or any(isinstance(a, torch.nn.Module) for a in side(sample.args, "reference"))):
         check_gradients(graded, sample)
 
 
@@ -257,8 +258,13 @@ def check_gradients(graded: Graded, sample: Sample) -> None:
     with torch.enable_grad():
         out = reference(*ref_args)
         out = out[sample.output_index] if sample.output_index is not None else out
+        if not (isinstance(out, torch.Tensor) and out.requires_grad):  # decoding a model: no gradient to compare
+            return
         cotangent = _cotangent(f"{graded.name}|{sample.label}", out)
         params = list(reference.named_parameters()) if isinstance(reference, torch.nn.Module) else []
+        # and those of a model passed in (`lm_loss(model, tokens, pad_id)`), named as the worker names them
+        params += [(f"arg{i}.{n}", p) for i, a in enumerate(ref_args) if isinstance(a, torch.nn.Module)
+                   for n, p in a.named_parameters()]
         inputs = [ref_args[i] for i in sample.wrt] + [p for _, p in params]
         expected = torch.autograd.grad((out * cotangent).sum(), inputs, allow_unused=True)
     expected = [torch.zeros_like(x) if e is None else e for x, e in zip(inputs, expected)]
@@ -272,7 +278,8 @@ def check_gradients(graded: Graded, sample: Sample) -> None:
     grads = got.get("param_grads") if isinstance(got.get("param_grads"), dict) else {}
     pairs = [(f"input {i}", g, e) for i, g, e in zip(sample.wrt, got["input_grads"], expected)]
     pairs += [(f"`{name}`", grads.get(name), e) for (name, _), e in zip(params, expected[len(sample.wrt):])]
-    float64 = float_dtype(args) == torch.float64
+    modules = [a for a in ref_args if isinstance(a, torch.nn.Module)]  # a model passed in: its parameters' dtype
+    float64 = (float_dtype(args) or next((p.dtype for m in modules for p in m.parameters()), None)) == torch.float64
     for name, g, e in pairs:
         if not isinstance(g, torch.Tensor) or tuple(g.shape) != tuple(e.shape):
             raise failure("extremes", graded, sample, f"no gradient of the right shape w.r.t. {name}")

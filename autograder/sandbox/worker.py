@@ -239,7 +239,9 @@ class Worker:
         return self.make_handle(self.decode(msg["value"], arrays))
 
     def op_vjp(self, msg, arrays):
-        """Output and vector-Jacobian products of a student's torch function, for gradient checks.
+        """Output and vector-Jacobian products of a student's torch function, for gradient checks:
+        w.r.t. the arguments `wrt`, the parameters of the module called and those of each module
+        argument (named "arg<i>.<parameter>").
 
         Nothing here decides, and nothing here is believed: a graded cell can replace this method.
         The grader checks the output against a plain call and the gradients against its own finite
@@ -256,9 +258,10 @@ class Worker:
             if isinstance(out, (tuple, list)):
                 out = out[msg.get("output_index", 0)]
             cotangent = self.decode(msg["cotangent"], arrays)
-            params = []
-            if isinstance(fn, torch.nn.Module):
-                params = [(n, p) for n, p in fn.named_parameters() if p.requires_grad]
+            # the parameters of the module called, and of modules passed to it (`lm_loss(model, ...)`)
+            modules = [("", fn)] if isinstance(fn, torch.nn.Module) else []
+            modules += [(f"arg{i}.", a) for i, a in enumerate(args) if isinstance(a, torch.nn.Module)]
+            params = [(prefix + n, p) for prefix, m in modules for n, p in m.named_parameters() if p.requires_grad]
             inputs = [args[i] for i in wrt] + [p for _, p in params]
             grads = torch.autograd.grad((out * cotangent.to(out.dtype)).sum(), inputs, allow_unused=True)
         grads = [torch.zeros_like(x) if g is None else g for x, g in zip(inputs, grads)]
