@@ -193,3 +193,21 @@ def test_build_check_passes_with_other_cpu_kernels():
     done = subprocess.run([sys.executable, "-m", "autograder", "build", "--check"], env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_check_declarations_read_from_the_text_equal_the_imported_ones():
+    """A batch's dispatcher reads the declarations without importing the checks (and torch)."""
+    for assignment in assignments.available():
+        assert assignment.check_specs() == [fn.lmgrade_check for fn in assignment.checks()], assignment.id
+
+
+def test_a_declaration_that_is_not_literal_is_imported_instead(tmp_path):
+    from autograder.checking.checks import declared
+    literal, computed = tmp_path / "literal.py", tmp_path / "computed.py"
+    literal.write_text("USES = ('f',)\nN = 3\n@check(1, 2, f'title of {N:g}', public=True, uses=USES + ('g',))\n"
+                       "def a(t):\n    pass\n\ndef helper():\n    pass\n")
+    computed.write_text("import math\n@check(1, math.floor(2.5), \"title\")\ndef a(t):\n    pass\n")
+    (spec,) = declared(literal)
+    assert (spec.name, spec.question, spec.points, spec.title, spec.public, spec.uses) == \
+        ("a", "1", 2.0, "title of 3", True, ("f", "g"))
+    assert declared(computed) is None

@@ -66,6 +66,64 @@ def check(question: str | int, points: float, title: str, *, public: bool = Fals
     return register
 
 
+def declared(path) -> list | None:
+    """The `CheckSpec`s of the functions a check file declares with `@check(...)`, read from its syntax tree
+    (the file is not run); None if a declaration uses more than constants, module-level names bound to
+    constants and operators on them (a call, an attribute), where only importing the file tells. A check
+    imported from another file is not seen: checks are declared in the check files themselves."""
+    import ast
+    tree = ast.parse(path.read_text(), filename=str(path))
+    constants: dict = {}  # module-level names bound to what `_plain` evaluates, in order
+
+    def plain(node):
+        return _plain(node, constants)
+
+    specs = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                constants[node.targets[0].id] = plain(node.value)
+            except ValueError:
+                constants.pop(node.targets[0].id, None)
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for deco in node.decorator_list:
+            if not (isinstance(deco, ast.Call) and getattr(deco.func, "id", getattr(deco.func, "attr", None)) == "check"):
+                continue
+            try:
+                args = [plain(a) for a in deco.args]
+                kwargs = {k.arg: plain(k.value) for k in deco.keywords}
+            except ValueError:
+                return None
+            question, points, title = (args + [None, None, None])[:3]
+            if title is None or kwargs.keys() - {"public", "extra", "timeout", "hint", "uses", "needs"}:
+                return None
+            specs.append(CheckSpec(name=node.name, question=str(question), points=float(points), title=title,
+                                   public=kwargs.get("public", False), extra=kwargs.get("extra", False),
+                                   timeout=kwargs.get("timeout"), hint=kwargs.get("hint", ""),
+                                   uses=tuple(kwargs.get("uses", ())), needs=tuple(kwargs.get("needs", ())),
+                                   source=str(path)))
+    return specs
+
+
+def _plain(node, names: dict):
+    """The value of an expression made only of constants, tuples/lists, names in `names`, + - * /, unary
+    minus, indexing and slicing and f-strings of those; ValueError for anything else (a call, an
+    attribute: never run)."""
+    import ast
+    allowed = (ast.Expression, ast.Constant, ast.Tuple, ast.List, ast.Name, ast.Load, ast.BinOp, ast.UnaryOp,
+               ast.Add, ast.Sub, ast.Mult, ast.Div, ast.USub, ast.JoinedStr, ast.FormattedValue, ast.Subscript,
+               ast.Slice)
+    expr = ast.Expression(node)
+    for part in ast.walk(expr):
+        if not isinstance(part, allowed) or isinstance(part, ast.Name) and part.id not in names:
+            raise ValueError(type(part).__name__)
+    try:
+        return eval(compile(expr, "<check declaration>", "eval"), {"__builtins__": {}}, dict(names))
+    except Exception as exc:  # noqa: BLE001 - a format spec or operand the plain reading cannot take
+        raise ValueError(str(exc)) from None
+
+
 def _declaring_file(fn) -> str:
     code = getattr(fn, "__code__", None)
     return code.co_filename if code is not None else ""
