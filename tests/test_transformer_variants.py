@@ -199,6 +199,10 @@ BUGS = {
           "    if isinstance(generator, int):\n        generator = torch.Generator().manual_seed(generator)\n"
           "    else:\n        generator = torch.Generator().manual_seed(generator.initial_seed())\n")], {"5"},
         {"get_batch_crops"}),
+    "AdamW defaults eps to 1e-5 (a mutant that survived)": (  # lmgrade mutants transformer
+        [("    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):",
+          "    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-5, weight_decay=0.01):")], {"5"},
+        {"adamw_class"}),
     "AdamW.step ignores the lr it is given": (
         [(ADAMW_LR, "        lr = self.lr\n")], {"5"}, {"adamw_class", "public_training_pieces"}),
     "AdamW.step keeps a given lr for later steps": (

@@ -799,6 +799,17 @@ def adamw_class(t):
             if i == 3 and not torch.equal(got.detach(), params[3]):
                 raise CheckFailed(f"{label} changed; a parameter whose .grad is None is skipped (no update, no decay)")
             close(got.detach(), leaf.detach(), f"{label} (vs torch.optim.AdamW with the same settings)", F64)
+    # the signature's defaults (torch.optim.AdamW's): with gradients of about 1e-7, eps decides the step
+    start, grad = randn(t, 4), randn(t, 4, scale=1e-7)
+    handle, leaf = t.student.put(start.clone().requires_grad_(True), "a parameter"), start.clone().requires_grad_(True)
+    opt, truth = t.student.AdamW([handle]), torch.optim.AdamW([leaf])
+    handle.backward(grad)
+    leaf.grad = grad.clone()
+    opt.step()
+    truth.step()
+    close(handle.get().detach(), leaf.detach(), "AdamW([tensor (4,)]) with its default settings, one step after a "
+          "gradient of about 1e-7 (vs torch.optim.AdamW's defaults: lr=1e-3, betas=(0.9, 0.999), eps=1e-8, "
+          "weight_decay=0.01)", F64)
     # its moments live where the parameters live, in their dtype (torch.zeros(p.shape) breaks on a GPU)
     assert_device_agnostic(t.student.support("optimizer_run", "AdamW"), [params[:3], grads_per_step[0], 0.01],
                            "AdamW(3 tensors, lr=0.01) stepped twice: its parameters and the moments it keeps")

@@ -325,7 +325,7 @@ def assert_device_agnostic(call, args: list, what: str, *, kwargs: dict | None =
         if not (isinstance(on_cpu, dict) and isinstance(on_device, dict)):
             raise CheckFailed(f"{what}: the device probe gave no readable report, so device independence could "
                               "not be checked (a check that cannot run does not pass).")
-        gpu = str(on_device.get("device", "")).startswith("cuda")  # grading on a real GPU
+        gpu = _grading_device(call).startswith("cuda")  # a real GPU: the grader's word, not the worker's
         for out in _tensor_leaves([on_device.get("outputs"), on_device.get("states")]):
             where = str(getattr(out, "lmgrade_device", ""))
             if where.split(":")[0] != ("cuda" if gpu else DEVICE_TYPE):
@@ -348,6 +348,12 @@ def assert_device_agnostic(call, args: list, what: str, *, kwargs: dict | None =
 
 
 DEVICE_TYPE = "accel"  # simulated_device.NAME (not imported: that module is the worker's)
+
+
+def _grading_device(call) -> str:
+    """The device the grader started the student's process for ("cpu" when it cannot tell)."""
+    student = getattr(call, "_student", None)
+    return str(getattr(getattr(student, "_channel", None), "device", "cpu"))
 
 
 def _device_failure(text: str, what: str) -> str:

@@ -15,8 +15,8 @@ import sys
 from dataclasses import dataclass
 
 from autograder.sandbox.capabilities import CapDrop
-from autograder.sandbox.landlock import (FS_EXECUTE, PathBeneathAttr, landlock_allow_beneath, landlock_fs_rights, proc_rule,
-                                        landlock_restrict)
+from autograder.sandbox.landlock import (FS_EXECUTE, PathBeneathAttr, landlock_allow_beneath, landlock_fs_rights,
+                                        landlock_restrict, proc_rule)
 from autograder.sandbox.linux import LIBC, PR_SET_NO_NEW_PRIVS, check, resource
 from autograder.sandbox.namespaces import (CLONE_NEWNET, CLONE_NEWNS, MS_NODEV, MS_NOEXEC, MS_NOSUID, MS_PRIVATE, MS_REC,
                                            become, become_pid_one, expose, new_session_keyring, own_pid_namespace,

@@ -308,7 +308,7 @@ class Worker:
                 kwargs[str(msg["device_arg"])] = device
             out = fn(*args, **kwargs)
         modules = [m for m in (fn, *args, *kwargs.values()) if isinstance(m, torch.nn.Module)]
-        return {"outputs": out, "states": [dict(m.state_dict()) for m in modules], "device": str(device)}
+        return {"outputs": out, "states": [dict(m.state_dict()) for m in modules]}
 
     def handle(self, msg: dict, arrays: list) -> tuple[dict, list]:
         """Answer one request with a reply message and its arrays."""
