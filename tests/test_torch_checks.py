@@ -260,3 +260,40 @@ def test_gradcheck_against_a_reference_catches_a_consistent_but_wrong_function(s
 def test_a_real_float32_output_fails_the_dtype_probe_whatever_meta_says(student):
     with pytest.raises(CheckFailed, match="float32"):  # seen by the grader in the real call's output
         assert_device_agnostic(student.float32_out, [x64(2, 3)], "float32_out")
+
+
+
+class _ProbedOnAGpu:
+    """A student's call as the device probe sees it when the grader started the worker for `device`:
+    the CPU run gives `cpu`, the device run `gpu` (each marked with the device it came from)."""
+
+    def __init__(self, device: str, cpu, gpu):
+        self._student = types.SimpleNamespace(_channel=types.SimpleNamespace(device=device))
+        self._target, self.cpu, self.gpu = {}, cpu, gpu
+
+    def on_device(self, *args, simulated=True, dtype="float32", **_):
+        value = (self.gpu if simulated else self.cpu).to(getattr(torch, dtype) if dtype else args[0].dtype)
+        on_gpu = self._student._channel.device.startswith("cuda")
+        value.lmgrade_device = ("cuda:0" if on_gpu else "accel:0") if simulated else "cpu"
+        return {"outputs": value, "states": []}
+
+
+def test_on_a_gpu_the_probe_judges_placement_and_dtype_and_leaves_values_to_the_other_checks():
+    """The GPU branch of the device probe, chosen by the device the grader started the worker for (never by
+    the worker's report): a GPU draws other random numbers and sums in other orders, so values differ from
+    the CPU run's there for correct code; on the simulated device, which uses the CPU's kernels, they may not."""
+    x = torch.linspace(-1, 1, 6)
+    other = x + 0.1  # what a GPU's generator could draw instead
+    assert_device_agnostic(_ProbedOnAGpu("cuda", x, other), [x], "f(x)", dtypes=("float32",))
+    with pytest.raises(CheckFailed, match="differs from the same run on the CPU"):
+        assert_device_agnostic(_ProbedOnAGpu("cpu", x, other), [x], "f(x)", dtypes=("float32",))
+    made_on_the_cpu = _ProbedOnAGpu("cuda", x, other)
+    made_on_the_cpu.on_device = lambda *a, dtype="float32", **k: {  # a CPU tensor back, no device named
+        "outputs": a[0].clone().to(getattr(torch, dtype) if dtype else a[0].dtype), "states": []}
+    with pytest.raises(CheckFailed, match="an output came back on"):
+        assert_device_agnostic(made_on_the_cpu, [x], "f(x)", dtypes=("float32",))
+    in_float32 = _ProbedOnAGpu("cuda", x, other)  # float64 asked, float32 given back
+    in_float32.on_device = lambda *a, simulated=True, dtype="float32", **k: _ProbedOnAGpu("cuda", x, other).on_device(
+        *a, simulated=simulated, dtype="float32" if simulated else dtype, **k)
+    with pytest.raises(CheckFailed, match="an output was float32"):
+        assert_device_agnostic(in_float32, [x], "f(x)", dtypes=("float64",))
