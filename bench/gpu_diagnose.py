@@ -50,9 +50,8 @@ def plain(env: dict) -> str:
 
 
 def boxed(limits: Limits = Limits(), patches=(), own_uid=None) -> str:
-    with ExitStack() as stack:
-        for target, value in patches:
-            stack.enter_context(mock.patch(target, value))
+    """What the probe says from a CUDA worker with `limits`, `patches` applied and, if given, `own_uid`."""
+    def probe() -> str:
         try:
             with Sandbox([{"index": 0, "number": 1, "source": PROBE}], device="cuda", import_torch=True,
                          limits=limits) as box:
@@ -61,9 +60,11 @@ def boxed(limits: Limits = Limits(), patches=(), own_uid=None) -> str:
                 return repr(Student(box, timeout=60).probe())
         except Exception as exc:  # noqa: BLE001 - a diagnosis reports every failure
             return f"{type(exc).__name__}: {str(exc)[:300]}"
+    return patched(patches, probe)
 
 
 def patched(patches, case):
+    """`case()` with each (target, value) of `patches` in place."""
     with ExitStack() as stack:
         for target, value in patches:
             stack.enter_context(mock.patch(target, value))
@@ -134,5 +135,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    lifecycle  # noqa: B018 - imported for the patch targets
     main()

@@ -8,9 +8,9 @@ same way for all of them:
 
 - `extremes`: forward at saturating inputs (pre-activations of hundreds, logits of +-1000, long
   sequences, large norms) against the reference, and, for samples that name `wrt`, call a module or
-  pass one in (a loss of a model), the gradients there: a NaN or inf where the reference's gradient is finite fails, and float64
-  gradients must equal the reference's (a tanh written as 1 - 2/(exp(2z) + 1) is right forward and
-  NaN backward);
+  pass one in (a loss of a model), the gradients there: a NaN or inf where the reference's gradient is
+  finite fails, and float64 gradients must equal the reference's (a tanh written as
+  1 - 2/(exp(2z) + 1) is right forward and NaN backward);
 - `edges`: sizes 0 and 1 the docstring allows (max_len=0, n=0, length-1 sequences, batch of one);
 - `shapes`: every rank and batch size the docstring allows (2-D and 3-D logits, say);
 - `inputs`: every call above goes through `call_pure`, so a changed argument fails (this property);
