@@ -354,6 +354,16 @@ def tanh_seeded(x):
 
 def first_rows(x, n):
     return x[:n] if n else x[0]
+
+def causal_fill(scores):
+    T = scores.shape[-1]
+    future = torch.ones(T, T, dtype=torch.bool, device=scores.device).triu(1)
+    return scores.masked_fill(future, float("-inf"))
+
+def causal_fill_cpu_mask(scores):
+    T = scores.shape[-1]
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)  # made on the CPU whatever the scores' device
+    return scores.masked_fill(future, float("-inf"))
 '''
 
 
@@ -393,6 +403,27 @@ def test_each_property_names_itself_the_function_and_the_input_shapes():
     message = matrix_failure(t, "first_rows", lambda x, n: x[:n], edges)
     assert message.startswith("property `edges` of first_rows, input x (5,), n=0: the output: expected shape (0,)"), message
     assert "tensor(" not in message and "-500" not in message  # the input by its description, never its values
+
+
+def test_device_names_the_property_and_keeps_the_probes_note():
+    import torch
+
+    from autograder.checking.properties import OnDevice, Sample
+    t = plain_student()
+    notes = []
+    t.note = notes.append
+
+    def reference(scores):
+        return scores.masked_fill(torch.ones_like(scores, dtype=torch.bool).triu(1), float("-inf"))
+    probe = {"device": [OnDevice("scores (2, 4, 4)", (torch.randn(2, 4, 4, dtype=torch.float64),))]}
+    assert matrix_failure(t, "causal_fill", reference, probe) == ""
+    assert notes == ["property `device` of causal_fill, input scores (2, 4, 4): ran on a non-CPU device in float32 "
+                     "and float64, with the values of a CPU run (reported by your process: not verified, not scored)."]
+    message = matrix_failure(t, "causal_fill_cpu_mask", reference, probe)
+    assert message.startswith("property `device` of causal_fill_cpu_mask, input scores (2, 4, 4): on a non-CPU device "
+                              "your code mixes tensors on different devices"), message
+    plain = {"inputs": [Sample("scores (2, 4, 4)", probe["device"][0].args)]}
+    assert matrix_failure(t, "causal_fill_cpu_mask", reference, plain) == ""  # right on the CPU: only the device fails
 
 
 def positions_failure(reads) -> str:

@@ -15,6 +15,9 @@ same way for all of them:
 - `shapes`: every rank and batch size the docstring allows (2-D and 3-D logits, say);
 - `inputs`: every call above goes through `call_pure`, so a changed argument fails (this property);
 - `generator`: torch's global random generator is where the grader put it after a call;
+- `device`: each `OnDevice` call runs on a simulated non-CPU device, in each of its float dtypes, with the
+  values of the same run on the CPU (`assert_device_agnostic`: fail-only, as everything the worker reports
+  about devices); a pass leaves its note ("ran on a non-CPU device ...") on the check;
 - `positions`: the positions of a stream a training function visits (`Reads`): every step reads what
   the reference's step reads (a loop that walks the stream), or random crops spread over the whole
   stream (a loop that samples it). Measured on the weights the run returns: on a stream whose token
@@ -37,11 +40,12 @@ import torch
 from autograder.checking.compare import assert_close, assert_equal
 from autograder.checking.purity import call_pure
 from autograder.checking.remote import StudentError
-from autograder.checking.torch_checks import MODULE_TOLERANCES, assert_global_generator_untouched
+from autograder.checking.torch_checks import (MODULE_TOLERANCES, assert_device_agnostic,
+                                              assert_global_generator_untouched)
 from autograder.errors import CheckFailed
 
 # the order they run in: plain inputs first
-PROPERTIES = ("shapes", "edges", "extremes", "inputs", "generator", "positions")
+PROPERTIES = ("shapes", "edges", "extremes", "inputs", "generator", "device", "positions")
 GRAD_TOL = (1e-7, 1e-9)
 HINTS = {"extremes": " At inputs this large, exp by hand overflows (inf / inf is NaN, log(0) is -inf) and a "
                      "probability rounds to 0: use torch.softmax, log_softmax, tanh and sigmoid, and compare logits.",
@@ -70,13 +74,30 @@ class Sample:
     dtype: torch.dtype | None = None  # of the float outputs; default: the float inputs' (None: unchecked)
 
 
+@dataclass(frozen=True)
+class OnDevice:
+    """One call of a graded function for the `device` property, with `assert_device_agnostic`'s options:
+    `device_arg` (a keyword set to the device), `follows_dtype=False` where float outputs do not come from float
+    inputs, `dtypes` the floats it runs in, `seed` for torch's global generator, `move_data=False` for a
+    training loop, which must move the data (kept on the CPU) to its model's device itself."""
+    label: str
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    call: object = None  # the student's callable for this call, when not the function's (a module, a support op)
+    device_arg: str | None = None
+    follows_dtype: bool = True
+    dtypes: tuple = ("float32", "float64")
+    seed: int = 0
+    move_data: bool = True
+
+
 @dataclass
 class Graded:
     """A graded function: the student's callable, the reference's, and its samples by property."""
     name: str
     call: object
     reference: object
-    samples: dict = field(default_factory=dict)  # property name -> [Sample]
+    samples: dict = field(default_factory=dict)  # property name -> [Sample] ([Reads] for positions, [OnDevice] for device)
     generator: Sample | None = None  # the call that must leave torch's global generator alone (default: the first)
 
     def generator_sample(self) -> Sample | None:
@@ -162,6 +183,10 @@ def run(t, graded: Graded, properties=PROPERTIES) -> None:
         if prop == "generator":
             if graded.generator_sample() is not None:
                 check_generator(t.student, graded)
+            continue
+        if prop == "device":
+            for probe in graded.samples.get(prop, ()):
+                check_device(t, graded, probe)
             continue
         for sample in graded.samples.get(prop, ()):
             check_sample(graded, prop, sample)
@@ -310,6 +335,19 @@ def check_generator(student, graded: Graded) -> None:
             f"{graded.name}({sample.label})", seed=20261127)
     except CheckFailed as exc:
         raise CheckFailed(f"property `generator` (torch's global generator left alone): {exc}") from None
+
+
+def check_device(t, graded: Graded, probe: OnDevice) -> None:
+    """Fail-only: the call runs on a simulated non-CPU device as on the CPU; a pass is a note, never points."""
+    what = f"{graded.name}, input {probe.label}"
+    try:
+        note = assert_device_agnostic(probe.call or graded.call, list(probe.args), what, kwargs=probe.kwargs,
+                                      device_arg=probe.device_arg, follows_dtype=probe.follows_dtype,
+                                      dtypes=probe.dtypes, seed=probe.seed, move_data=probe.move_data)
+    except CheckFailed as exc:  # its messages start with `what`
+        raise CheckFailed(f"property `device` of {what}: {str(exc).removeprefix(what).lstrip(': ')}") from None
+    if note and t is not None:
+        t.note(f"property `device` of {note}")
 
 
 MOVED = 1e-9  # a row read moves by lr x its gradient (1e-4 or more here); one not read by exactly 0, or, where
