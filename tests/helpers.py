@@ -105,3 +105,13 @@ def machine_pid(identity) -> int | None:
         if int(nspid[-1]) == inner:
             return int(entry.name)
     return None
+
+
+def v2_mount():
+    """Where cgroup v2 is mounted here (a Path), or None."""
+    from pathlib import Path
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if "-" in fields and fields[fields.index("-") + 1] == "cgroup2":
+            return Path(fields[4])
+    return None

@@ -7,7 +7,7 @@ import pytest
 
 from autograder.sandbox.clock import Clock, WorkerFailure
 from autograder.sandbox.linux import WALKS_TREES
-from autograder.sandbox.namespaces import cgroup_cpu
+from autograder.sandbox.cgroups import cgroup_cpu
 
 pytestmark = pytest.mark.skipif(not WALKS_TREES, reason="the clock counts CPU where it can read /proc")
 

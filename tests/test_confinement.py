@@ -20,8 +20,9 @@ import pytest
 
 from autograder.checking.remote import Student, StudentCrash
 from autograder.sandbox import forkserver
+from autograder.sandbox.cgroups import remove_cgroups
 from autograder.sandbox.lifecycle import Sandbox
-from tests.helpers import machine_pid
+from tests.helpers import machine_pid, v2_mount
 from autograder.sandbox.limits import USER_ENV, Limits, landlock_on
 from autograder.sandbox.linux import HAVE_PROC
 from autograder.sandbox.namespaces import WORKER_UID_BASE, in_user_namespace
@@ -346,6 +347,8 @@ def test_a_fork_bomb_of_cpu_burners_changes_nothing_for_a_sibling_with_the_grade
         hierarchy = Path("/sys/fs/cgroup") / controller
         if (hierarchy / "cgroup.procs").exists():
             made.append(Path(tempfile.mkdtemp(prefix="lmgrade-test-grader-", dir=hierarchy)))
+    if v2_mount() is not None:  # and in cgroup v2: its workers' v2 cgroups (counting, cgroup.kill) go below it too
+        made.append(Path(tempfile.mkdtemp(prefix="lmgrade-test-grader-", dir=v2_mount())))
     if not made:
         pytest.skip("no v1 pids or cpu hierarchy here to put the grader in")
 
@@ -358,12 +361,7 @@ def test_a_fork_bomb_of_cpu_burners_changes_nothing_for_a_sibling_with_the_grade
         proc = subprocess.run([sys.executable, "-c", IN_A_CGROUP, repo, CODE], preexec_fn=join, capture_output=True,
                               text=True, timeout=300, cwd="/")
     finally:
-        for group in made:  # a cgroup is removed with rmdir, its children first (left by a failed run)
-            for child in [p for p in group.iterdir() if p.is_dir()] + [group]:
-                try:
-                    child.rmdir()
-                except OSError:
-                    pass
+        remove_cgroups(made)  # children first (the grader's leaf, or left by a failed run)
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = __import__("json").loads(proc.stdout.strip().splitlines()[-1])
     assert seen["ok"] == 4

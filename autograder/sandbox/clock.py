@@ -12,7 +12,8 @@ import time
 import psutil
 
 from autograder.sandbox.linux import WALKS_TREES
-from autograder.sandbox.namespaces import cgroup_cpu, in_user_namespace
+from autograder.sandbox.cgroups import cgroup_cpu
+from autograder.sandbox.namespaces import in_user_namespace
 from autograder.sandbox.processes import GONE, children
 
 

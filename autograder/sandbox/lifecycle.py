@@ -49,7 +49,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -66,7 +65,8 @@ from autograder.sandbox.landlock import landlock_ruleset
 from autograder.sandbox.limits import (LANDLOCK_ENV, OWN_UID_PROBE, PORTABLE, Limits, fallback_identity, is_root,
                                        landlock_on, missing_limits, prove_worker_runs, say_once, worker_identity)
 from autograder.sandbox.linux import HAVE_PROC, LIBC, fcntl
-from autograder.sandbox.namespaces import cgroup_members, remove_cgroups, worker_cgroups, worker_user_namespace
+from autograder.sandbox.cgroups import cgroup_members, kill_cgroups, remove_cgroups, worker_cgroups
+from autograder.sandbox.namespaces import worker_user_namespace
 from autograder.sandbox.processes import LIVE_WORKERS, kill_tree, task_count
 
 _READ_RULES: dict[tuple[str, Path], tuple] = {}  # (python, engine copy) -> Landlock read rules, made once
@@ -104,7 +104,7 @@ class Sandbox:
         self._channel = None
         self._shm_before: set = set()
         self.userns: int | None = None  # the worker's own user namespace (inode), where it has one
-        self.cgroups: list[Path] = []  # its cgroups, as root (namespaces.worker_cgroups)
+        self.cgroups: list[Path] = []  # its cgroups (cgroups.worker_cgroups)
         self.scratch = Path(tempfile.mkdtemp(prefix="lmgrade-scratch-"))
         if self.identity:  # the worker's own scratch
             os.chown(self.scratch, self.identity[0], self.identity[1])
@@ -262,11 +262,7 @@ class Sandbox:
             self._channel.close()
         self.proc, self._channel, self._loaded = None, None, False
         if self.cgroups:  # whatever is still in its cgroups goes too (cgroup.kill on v2), then the cgroups
-            for group in self.cgroups:
-                try:
-                    (group / "cgroup.kill").write_text("1")
-                except OSError:  # v1 has none
-                    pass
+            kill_cgroups(self.cgroups)
             for pid in cgroup_members(self.cgroups):
                 try:
                     os.kill(pid, signal.SIGKILL)

@@ -1,6 +1,6 @@
 """What keeps workers apart from each other (Linux): a uid of each worker's own (as root), user, PID
-and IPC namespaces of its own, cgroups as root, an empty session keyring; and finding every process
-in a worker's user namespace or cgroups.
+and IPC namespaces of its own, an empty session keyring; and finding every process in a worker's user
+namespace (its cgroups: cgroups.py).
 
 Why a file of its own: two students' workers run side by side in a batch, often as the same uid;
 the kernel keeps keyrings and the RLIMIT_NPROC count per user namespace, and every process a
@@ -14,11 +14,8 @@ import ctypes
 import os
 import signal
 import stat
-import tempfile
-from pathlib import Path
 
-from autograder.sandbox.limits import is_root
-from autograder.sandbox.linux import HAVE_PROC, LIBC, PR_SET_DUMPABLE, check
+from autograder.sandbox.linux import LIBC, PR_SET_DUMPABLE, check
 
 CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWIPC = 0x40000000, 0x00020000, 0x20000000, 0x08000000
 CLONE_NEWUTS, CLONE_NEWCGROUP = 0x04000000, 0x02000000
@@ -195,114 +192,6 @@ def _wait_for(child: int, told: int, reap_all: bool) -> None:
         os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
     finally:
         os._exit(1)
-
-
-def worker_cgroups(tasks: int, memory: int | None) -> list[Path]:
-    """As root: a new cgroup for one worker in every hierarchy where one can be made, each below the
-    grader's own cgroup there (so a grader in a session scope or a container's cgroup works too): v1
-    `pids` (at most `tasks`), `cpu` (an equal share of the CPU per worker, however many processes it
-    runs), `memory` (at most `memory` bytes for all its processes together), and cgroup v2 where the
-    grader's cgroup delegates controllers to its children. Empty where none can be made (not root, no
-    cgroup file system, a read-only one).
-
-    Why: processes are counted per worker, not per uid, so a fork bomb or CPU-burning orphans take
-    their own worker's share and no one else's; the worker joins them before it runs anything and
-    cannot leave (their files are root's, and Landlock withholds them), and the grader kills what is
-    left in them (`cgroup_members`)."""
-    if not is_root() or not HAVE_PROC:
-        return []
-    try:
-        groups = Path("/proc/self/cgroup").read_text().splitlines()
-        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return []
-    own = {}  # controller (or "" for v2) -> the grader's cgroup path in that hierarchy
-    for line in groups:
-        _, controllers, path = line.split(":", 2)
-        for controller in controllers.split(",") if controllers else [""]:
-            own[controller] = path
-    made = []
-    for line in mounts:
-        fields = line.split()
-        kind = fields[fields.index("-") + 1] if "-" in fields else ""
-        if kind == "cgroup":
-            options = fields[-1].split(",")
-            wanted = [c for c in ("pids", "cpu", "cpuacct", "memory") if c in options and c in own]
-            if not wanted:
-                continue
-            settings = {"pids.max": str(tasks)} if "pids" in wanted else {}
-            if "memory" in wanted and memory is not None:
-                settings["memory.limit_in_bytes"] = str(memory)
-            base = Path(fields[4]) / own[wanted[0]].lstrip("/")
-        elif kind == "cgroup2" and "" in own:
-            base = Path(fields[4]) / own[""].lstrip("/")
-            try:
-                delegated = (base / "cgroup.subtree_control").read_text().split()
-            except OSError:
-                continue
-            if not delegated:
-                continue
-            settings = {"pids.max": str(tasks)} if "pids" in delegated else {}
-            if "memory" in delegated and memory is not None:
-                settings["memory.max"] = str(memory)
-        else:
-            continue
-        try:
-            group = Path(tempfile.mkdtemp(prefix="lmgrade-worker-", dir=base))
-        except OSError:
-            continue
-        try:
-            for name, value in settings.items():
-                (group / name).write_text(value)
-        except OSError:
-            remove_cgroups([group])
-            continue
-        made.append(group)
-    return made
-
-
-def cgroup_cpu(groups) -> float | None:
-    """CPU seconds used so far by everything that ever ran in the worker's cgroups (v1 `cpuacct.usage`,
-    v2 `cpu.stat`'s usage_usec), exited and unreaped processes included; None where none counts CPU."""
-    found = None
-    for group in groups:
-        try:
-            if (group / "cpuacct.usage").exists():
-                seconds = int((group / "cpuacct.usage").read_text()) / 1e9
-            else:
-                stat = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines() if line.strip())
-                if "usage_usec" not in stat:
-                    continue
-                seconds = int(stat["usage_usec"]) / 1e6
-        except (OSError, ValueError):
-            continue
-        found = seconds if found is None else max(found, seconds)
-    return found
-
-
-def cgroup_members(groups: list[Path]) -> set[int]:
-    """Every process still in the worker's cgroups (what the grader kills last)."""
-    found = set()
-    for group in groups:
-        try:
-            found.update(int(pid) for pid in (group / "cgroup.procs").read_text().split())
-        except (OSError, ValueError):
-            pass
-    return found
-
-
-def remove_cgroups(groups: list[Path]) -> None:
-    """Remove the worker's cgroups once they are empty (a killed process leaves them a moment later)."""
-    import time
-    for group in groups:
-        for _ in range(50):
-            try:
-                group.rmdir()
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.02)
 
 
 def new_session_keyring() -> None:
