@@ -43,6 +43,9 @@ GRADER = textwrap.dedent(r'''
         time.sleep(0.2)
         return int(open("/proc/self/status").read().split("NSpid:")[1].split()[0])  # this worker, as the grader sees it
 
+    def where():
+        return open("/proc/self/cgroup").read().strip().splitlines()[-1]
+
     def burn(seconds):
         start = time.process_time()
         while time.process_time() - start < seconds:
@@ -53,9 +56,10 @@ GRADER = textwrap.dedent(r'''
     student = Student(sandbox, timeout=10)
     student.orphan()
     student.burn(0.3)
+    worker_sees = student.where()
     v2 = [g for g in sandbox.cgroups if (g / "cgroup.kill").exists()]
     seen = {"grader": open("/proc/self/cgroup").read().strip().splitlines()[-1].split(":", 2)[2],
-            "pid": os.getpid(), "groups": [str(g) for g in v2], "cpu": cgroup_cpu(v2),
+            "pid": os.getpid(), "worker_sees": worker_sees, "groups": [str(g) for g in v2], "cpu": cgroup_cpu(v2),
             "members": sorted(int(p) for g in v2 for p in (g / "cgroup.procs").read_text().split())}
     sandbox.close()
     seen["alive_after"] = [p for p in seen["members"] if os.path.exists(f"/proc/{p}")]
@@ -107,6 +111,7 @@ def run_grader(base: Path, python: str = sys.executable, as_user: str = "") -> d
 
 def assert_counted_killed_and_gone(seen: dict, base: Path) -> None:
     assert seen["groups"] and all(Path(g).parent == base for g in seen["groups"]), seen
+    assert seen["worker_sees"] == "0::/", seen  # its cgroup namespace is rooted at its own cgroup
     assert len(seen["members"]) >= 2, seen  # the worker's keeper, init and worker, and the orphan, all in it
     assert seen["cpu"] is not None and seen["cpu"] >= 0.3, seen  # counted by the cgroup
     assert seen["alive_after"] == [] and seen["groups_after"] == [], seen
