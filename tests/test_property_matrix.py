@@ -127,11 +127,12 @@ LN_FORWARD = ("        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # (..
 BUGS |= {
     "LayerNorm centres its input in place (x -= mean)": ("transformer", [(LN_FORWARD,
         "        x -= mean  # centre in place: saves a copy\n        var = (x ** 2).mean(dim=-1, keepdim=True)\n"
-        "        out = x / torch.sqrt(var + self.eps) * self.weight\n")], "1", {"public_norms": None, "norm_gradients": "inputs"}),
+        "        out = x / torch.sqrt(var + self.eps) * self.weight\n")], "1",
+        {"public_norms": None, "norm_gradients": "inputs", "norm_extremes": "inputs"}),
     "RMSNorm scales its input in place (x.mul_)": ("transformer", [(
         "        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps) * self.weight",
         "        return x.mul_(torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps)) * self.weight")], "1",
-        {"public_norms": None, "norm_gradients": "inputs"}),
+        {"public_norms": None, "norm_gradients": "inputs", "norm_extremes": "inputs"}),
     "LayerNorm takes the standard deviation first, then sqrt(std ** 2 + eps) (NaN gradient on a constant row)": (
         "transformer", [(LN_FORWARD,
         "        std = torch.sqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True))  # (..., 1), biased\n"
@@ -208,6 +209,36 @@ BUGS |= {
         "        return self.decode(tgt_in, self.encode(src))\n",
         "        torch.manual_seed(0)  # reproducible\n        return self.decode(tgt_in, self.encode(src))\n")], "8",
         {"public_seq2seq": "generator", "seq2seq_gradients": "generator"}),
+}
+
+# device, declared as `properties.OnDevice` calls (issue 31): a tensor made on the CPU whatever the inputs' device
+# (which only a GPU shows) fails exactly the check that declares the call, with the `device` property (AdamW's probe
+# needs a worker: tests/test_transformer_variants.py grades its bug)
+ROPE_THETA = "    theta = base ** (-torch.arange(0, d, 2, device=x.device, dtype=x.dtype) / d)"
+BUGS |= {
+    "transformer filter_logits masks with a tensor made without device=": ("transformer", [(TOPK_FILL,
+        '        minus_inf = torch.full(logits.shape, float("-inf"), dtype=logits.dtype)  # on the CPU\n'
+        '        logits = torch.where(logits < kth, minus_inf, logits)\n')],
+        "7", {"filter_boundaries": "device"}),
+    "transformer generate seeds a CPU generator whatever the input's device": ("transformer", [(
+        "    generator = torch.Generator(device=idx.device).manual_seed(seed)",
+        "    generator = torch.Generator().manual_seed(seed)")], "7", {"generate_greedy": "device"}),
+    "transformer greedy_decode's BOS column without device=": ("transformer", [(
+        "    out = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)",
+        "    out = torch.full((src.shape[0], 1), bos, dtype=torch.long)")], "8", {"greedy_decode_matches": "device"}),
+    "transformer RoPE frequencies made without device= (MultiHeadAttention runs it)": ("transformer", [(
+        ROPE_THETA, ROPE_THETA.replace("device=x.device, ", ""))], "3",
+        {"rope_formula": "device", "attention_gradients": "device"}),
+    "transformer learned positions made without device=": ("transformer", [(
+        "self.pos_emb(torch.arange(past, past + idx.shape[1], device=idx.device))",
+        "self.pos_emb(torch.arange(past, past + idx.shape[1]))")], "4", {"lm_edges": "device"}),
+    "transformer train_lm never moves the model it builds": ("transformer", [(
+        "    model = TransformerLM(**config).to(train_ids.device)", "    model = TransformerLM(**config)")],
+        "6", {"train_seeded": "device"}),
+    "transformer train_seq2seq makes its BOS column on the CPU": ("transformer", [(
+        "    bos = torch.full((s[\"batch_size\"], 1), s[\"bos\"], dtype=torch.long, device=src.device)",
+        "    bos = torch.full((s[\"batch_size\"], 1), s[\"bos\"], dtype=torch.long)")], "8",
+        {"seq2seq_train_seeded": "device"}),
 }
 
 # attention --------------------------------------------------------------------------------------

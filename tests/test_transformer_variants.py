@@ -137,7 +137,7 @@ BUGS = {
     "LayerNorm centering its input in place": (
         [("        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)\n",
           "        mean = x.mean(dim=-1, keepdim=True)  # (..., 1)\n        x -= mean\n        mean = 0\n")], {"1"},
-        {"norm_gradients", "public_norms"}),
+        {"norm_gradients", "norm_extremes", "public_norms"}),  # norm_extremes' samples go through call_pure
     "SwiGLU with SiLU after the product": (
         [("self.down(F.silu(self.gate(x)) * self.up(x))", "self.down(F.silu(self.gate(x) * self.up(x)))")], {"2"},
         {"public_feed_forward", "swiglu_formula", "ffn_gradients"}),

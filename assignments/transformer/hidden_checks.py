@@ -35,8 +35,7 @@ from autograder.checking.provenance import assert_descends, start_profile
 from autograder.checking.purity import call_pure, call_twice
 from autograder.checking.reference_results import reference_result
 from autograder.checking.remote import StudentError
-from autograder.checking.torch_checks import (assert_device_agnostic, assert_param_grads,
-                                     gradcheck, load_weights)
+from autograder.checking.torch_checks import assert_causal, assert_param_grads, gradcheck, load_weights, randn
 from autograder.errors import CheckFailed
 
 # the public checks' shape helpers, from the same module object the grader collected the public checks from
@@ -61,10 +60,6 @@ LM = ("TransformerLM",) + BLOCK
 TRAINING = ("adamw_step", "AdamW", "lr_at", "clip_grads", "get_batch")
 
 
-def randn(t, *shape, dtype=F64, scale=1.0):
-    return torch.from_numpy(t.rng.standard_normal(shape) * scale).to(dtype)
-
-
 def name_of(dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
@@ -80,6 +75,17 @@ def close(got, expected, what, dtype, tol=LAYER_TOL):
         assert_close(got, expected, what, rtol=rtol, atol=atol)
     except CheckFailed as exc:
         raise CheckFailed(f"{exc}{float32_sized(got, expected, dtype)}") from None
+
+
+def each_dtype(t, name, args, kwargs, state, inputs, truth, what, tol=LAYER_TOL, pure=False) -> None:
+    """The student's `name`(*args, **kwargs) holding `state`, built and called in float32 and in float64 on
+    `inputs(dtype)` (a tuple; `pure`: through call_pure), against `truth` of those inputs in float64."""
+    for dtype in DTYPES:
+        x = inputs(dtype)
+        module, label = make_module(t, name, args, kwargs, state, dtype), f"{what}, {name_of(dtype)}"
+        with torch.no_grad():
+            expected = truth(*(v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in x))
+        close(call_pure(module, *x, what=label) if pure else module(*x), expected, label, dtype, tol)
 
 
 def float32_sized(got, expected, dtype) -> str:
@@ -115,10 +121,16 @@ def as64(state: dict) -> dict:
     return {k: v.double() for k, v in state.items()}
 
 
-def note_device(t, call, args, what, **kwargs):
-    note = assert_device_agnostic(call, args, what, **kwargs)
-    if note:
-        t.note(note)
+def module_gradients(t, name, args, kwargs, state, inputs: tuple, label: str, wrt=(0,)) -> None:
+    """The student's `name`(*args, **kwargs) and the reference's, both float64 with the grader's `state`: the matrix's
+    `inputs`, `generator` and `device` on `inputs` first (gradcheck raises on an input changed in place), then
+    gradcheck w.r.t. the inputs at `wrt` and every parameter's gradient against the reference's."""
+    module, reference = make_module(t, name, args, kwargs, state, F64), ref_module(t.ref, name, args, kwargs, state)
+    what = f"{name}({', '.join([*map(repr, args), *(f'{k}={v!r}' for k, v in kwargs.items())])})"
+    properties.run_pure(t, what, module, reference, label, inputs, device=True)
+    if wrt:
+        gradcheck(module, list(inputs), list(wrt), what)
+    assert_param_grads(module, reference, list(inputs), what, rng=t.rng)
 
 
 # ---- the grader's own Transformer, from torch built-ins ---------------------------------------
@@ -135,53 +147,30 @@ _ROPE_TABLES: list = []  # while grading a later question: the student's own RoP
 
 def t_rope(x, positions, base=10000.0):
     """RoPE by complex multiplication: pair (2k, 2k+1) is the complex number x_2k + i x_2k+1."""
-    if _ROPE_TABLES:
-        return _ROPE_TABLES[-1](x, positions, base)
-    d = x.shape[-1]
-    theta = base ** (-torch.arange(0, d, 2, dtype=F64) / d)
-    angle = positions.to(F64)[:, None] * theta  # (T, d/2)
-    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], d // 2, 2).contiguous())
-    return torch.view_as_real(z * torch.polar(torch.ones_like(angle), angle)).flatten(-2)
+    return _ROPE_TABLES[-1](x, positions, base) if _ROPE_TABLES else exact_rope(x.double(), positions, base)
 
 
-def t_attention(x, s, p, n_heads, causal=False, rope=False, context=None, offset=0):
+def t_attention(x, s, p, n_heads, causal=False, rope=False, context=None, cache=None):
+    """Attention of x (B, T, d) to `context` (default: itself). With a `cache` (k, v) of (B, h, T_past, d_head), x
+    holds positions T_past.. and attends to the cache and itself, the causal mask aligned lower-right:
+    -> (output (B, T, d), (k, v) of all T_past + T positions)."""
     B, T, d = x.shape
-    src = x if context is None else context
-    S = src.shape[1]
-
-    def heads(y, n):
-        return y.view(B, n, n_heads, d // n_heads).transpose(1, 2)
-
-    q, k, v = heads(t_linear(x, s, j(p, "q_proj")), T), heads(t_linear(src, s, j(p, "k_proj")), S), \
-        heads(t_linear(src, s, j(p, "v_proj")), S)
-    if rope:
-        q, k = t_rope(q, torch.arange(offset, offset + T)), t_rope(k, torch.arange(offset, offset + S))
-    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    return t_linear(out.transpose(1, 2).reshape(B, T, d), s, j(p, "out_proj"))
-
-
-def t_attention_cached(x, s, p, n_heads, cache, causal=True, rope=False):
-    """Self-attention of new positions T_past.. over a cache (k, v) of (B, h, T_past, d_head) and themselves.
-
-    -> (output (B, T, d), (k, v) of all T_past + T positions); the causal mask aligned lower-right.
-    """
-    B, T, d = x.shape
-    past = cache[0].shape[2]
+    src, past = x if context is None else context, 0 if cache is None else cache[0].shape[2]
 
     def heads(y):
-        return y.view(B, T, n_heads, d // n_heads).transpose(1, 2)
+        return y.view(B, y.shape[1], n_heads, d // n_heads).transpose(1, 2)
 
-    q, k, v = heads(t_linear(x, s, j(p, "q_proj"))), heads(t_linear(x, s, j(p, "k_proj"))), \
-        heads(t_linear(x, s, j(p, "v_proj")))
+    q, k, v = (heads(t_linear(y, s, j(p, name))) for y, name in ((x, "q_proj"), (src, "k_proj"), (src, "v_proj")))
     if rope:
-        positions = torch.arange(past, past + T)
-        q, k = t_rope(q, positions), t_rope(k, positions)
-    k, v = torch.cat([cache[0].double(), k], 2), torch.cat([cache[1].double(), v], 2)  # (B, h, T_past + T, d_head)
+        q, k = t_rope(q, torch.arange(past, past + T)), t_rope(k, torch.arange(past, past + src.shape[1]))
     mask = None
-    if causal:
-        mask = torch.arange(past + T)[None, :] <= torch.arange(T)[:, None] + past  # (T, T_past + T), True = may attend
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    return t_linear(out.transpose(1, 2).reshape(B, T, d), s, j(p, "out_proj")), (k, v)
+    if cache is not None:
+        k, v = torch.cat([cache[0].double(), k], 2), torch.cat([cache[1].double(), v], 2)  # (B, h, T_past + T, d_head)
+        if causal:  # (T, T_past + T), lower-right, True = may attend
+            mask = torch.arange(past + T)[None, :] <= torch.arange(T)[:, None] + past
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and cache is None)
+    out = t_linear(out.transpose(1, 2).reshape(B, T, d), s, j(p, "out_proj"))
+    return out if cache is None else (out, (k, v))
 
 
 def t_norm(x, s, p, eps=1e-5):
@@ -291,7 +280,7 @@ def exact_rope(x, positions, base=10000.0):
 
 # ---- Q1 ---------------------------------------------------------------------------------------
 def norm_state(t, d, bias=True):
-    return {k.lstrip("."): v for k, v in fill(t.rng, norm_shapes("", d, bias)).items()}
+    return plain_state(t, norm_shapes("", d, bias))
 
 
 @check(1, 2, "LayerNorm against nn.LayerNorm with the same weights (eps, bias=False, float32/64, odd d)",
@@ -305,11 +294,8 @@ def layernorm_builtin(t):
         state = norm_state(t, d, bias)
         truth = torch.nn.LayerNorm(d, eps=eps, bias=bias, dtype=F64)
         truth.load_state_dict(as64(state))
-        for dtype in DTYPES:
-            x = randn(t, *shape, dtype=dtype) * 2 + 1.5
-            what = f"LayerNorm({d}, eps={eps}, bias={bias})(x {shape}, {name_of(dtype)})"
-            module = make_module(t, "LayerNorm", (d,), {"eps": eps, "bias": bias}, state, dtype)
-            close(module(x), truth(x.double()).detach(), what, dtype)
+        each_dtype(t, "LayerNorm", (d,), {"eps": eps, "bias": bias}, state, lambda dtype: (
+            randn(t, *shape, dtype=dtype) * 2 + 1.5,), truth, f"LayerNorm({d}, eps={eps}, bias={bias})(x {shape})")
 
 
 @check(1, 1.5, "RMSNorm against nn.RMSNorm with the same weights (default and other eps, float32/64, 2-D to 4-D)",
@@ -321,12 +307,8 @@ def rmsnorm_builtin(t):
         state = norm_state(t, d, False)
         truth = torch.nn.RMSNorm(d, eps=1e-6 if eps is None else eps, dtype=F64)
         truth.load_state_dict(as64(state))
-        for dtype in DTYPES:
-            x = randn(t, *shape, dtype=dtype) * 3
-            kwargs = {} if eps is None else {"eps": eps}
-            what = f"RMSNorm({d}{', eps=' + str(eps) if eps else ''})(x {shape}, {name_of(dtype)})"
-            module = make_module(t, "RMSNorm", (d,), kwargs, state, dtype)
-            close(module(x), truth(x.double()).detach(), what, dtype)
+        each_dtype(t, "RMSNorm", (d,), {} if eps is None else {"eps": eps}, state, lambda dtype: (
+            randn(t, *shape, dtype=dtype) * 3,), truth, f"RMSNorm({d}{', eps=' + str(eps) if eps else ''})(x {shape})")
 
 
 NORM_TRUTH = {"LayerNorm": lambda d, eps: torch.nn.LayerNorm(d, eps=eps, dtype=F64),
@@ -345,25 +327,18 @@ def norm_extremes(t):
              ("x = 1e15 * N(0, 1)", F64, 0.0, 1e15, (1e-9, 1e-9)))
     for name, bias in (("LayerNorm", True), ("RMSNorm", False)):
         state = norm_state(t, d, bias)
-        eps = 1e-5 if name == "LayerNorm" else 1e-6
-        truth = NORM_TRUTH[name](d, eps)
+        truth = NORM_TRUTH[name](d, 1e-5 if bias else 1e-6)
         truth.load_state_dict(as64(state))
-        for label, dtype, offset, scale, (rtol, atol) in cases:
-            x = (randn(t, 3, 4, d) * scale + offset).to(dtype)
-            what = f"{name}({d})(x (3, 4, {d}), {label}, {name_of(dtype)})"
-            got = make_module(t, name, (d,), {}, state, dtype)(x)
-            expected = truth(x.double()).detach()
-            if not isinstance(got, torch.Tensor) or got.dtype != dtype:
-                close(got, expected, what, dtype)  # says what is wrong with the type
-            try:
-                assert_close(got, expected, what, rtol=rtol, atol=atol)
-            except CheckFailed as exc:
-                why = (" Far from 0, the variance as E[x**2] - E[x]**2 cancels catastrophically (two numbers near "
-                       f"{offset ** 2:.0e} that agree in every digit {name_of(dtype)} keeps); compute the mean, then "
-                       "the mean of (x - mean)**2." if offset and name == "LayerNorm" else
-                       " Keep the formula stable at any scale: x * rsqrt(mean(x**2) + eps) over the last dimension, "
-                       "in the input's dtype.")
-                raise CheckFailed(f"{exc}{float32_sized(got, expected, dtype) or why}") from None
+        samples = [properties.Sample(
+            f"x (3, 4, {d}), {label}, {name_of(dtype)}", ((randn(t, 3, 4, d) * scale + offset).to(dtype),), tol=tol,
+            call=make_module(t, name, (d,), {}, state, dtype),
+            hint=(" Far from 0, the variance as E[x**2] - E[x]**2 cancels catastrophically (two numbers near "
+                  f"{offset ** 2:.0e} that agree in every digit {name_of(dtype)} keeps); compute the mean, then the "
+                  "mean of (x - mean)**2." if offset and name == "LayerNorm" else
+                  " Keep the formula stable at any scale: x * rsqrt(mean(x**2) + eps) over the last dimension, in "
+                  "the input's dtype.")) for label, dtype, offset, scale, tol in cases]
+        properties.run(t, properties.Graded(f"{name}({d})", None, lambda x, truth=truth: truth(x),
+                                            {"extremes": samples}), ("extremes",))
 
 
 @check(1, 1, "LayerNorm and RMSNorm: float64 forward to float64 precision, gradients (float64), inputs left "
@@ -381,7 +356,6 @@ def norm_gradients(t):
         properties.run(t, norm_matrix(t, name, module, truth, x))  # before gradcheck, which an in-place change breaks
         gradcheck(module, [x], [0], f"{name}(6) on x (2, 3, 6)")
         assert_param_grads(module, ref_module(t.ref, name, (6,), {}, state), [x], f"{name}(6)", rng=t.rng)
-        note_device(t, module, [x], f"{name}(6)(x)")
 
 
 def norm_matrix(t, name: str, module, truth, x) -> properties.Graded:
@@ -396,7 +370,8 @@ def norm_matrix(t, name: str, module, truth, x) -> properties.Graded:
     extremes = [S("x (2, 3, 6) = 1e6 + N(0, 1), float64", (far,), wrt=(0,), tol=(1e-6, 1e-6)),
                 S("x (2, 3, 6) with constant rows (2.5 and 0), float64", (flat,), wrt=(0,))]
     return properties.Graded(f"{name}(6)", module, truth, {"inputs": [S("x (2, 3, 6), float64", (x,))],
-                                                           "extremes": extremes})
+                                                           "extremes": extremes,
+                                                           "device": [properties.OnDevice("x (2, 3, 6)", (x,))]})
 
 
 # ---- Q2 ---------------------------------------------------------------------------------------
@@ -414,11 +389,8 @@ def swiglu_shapes(d, d_ff, bias):
 def mlp_formula(t):
     for d, d_ff, bias in ((5, 11, True), (8, 6, False)):
         state = plain_state(t, mlp_shapes("", d, d_ff, bias))
-        for dtype in DTYPES:
-            x = randn(t, 3, 4, d, dtype=dtype) * 2
-            what = f"MLP({d}, {d_ff}, bias={bias})(x (3, 4, {d}), {name_of(dtype)})"
-            module = make_module(t, "MLP", (d, d_ff), {"bias": bias}, state, dtype)
-            close(module(x), t_mlp(x.double(), as64(state), "").detach(), what, dtype)
+        each_dtype(t, "MLP", (d, d_ff), {"bias": bias}, state, lambda dtype: (randn(t, 3, 4, d, dtype=dtype) * 2,),
+                   lambda x: t_mlp(x, as64(state), ""), f"MLP({d}, {d_ff}, bias={bias})(x (3, 4, {d}))")
         for shape in ((6, d), (2, 2, 3, d)):  # (..., d_model): 2-D and 4-D too
             x = randn(t, *shape)
             module = make_module(t, "MLP", (d, d_ff), {"bias": bias}, state, F64)
@@ -431,14 +403,9 @@ def swiglu_formula(t):
     for d, d_ff, bias in ((6, 10, False), (7, 4, True)):
         state = plain_state(t, swiglu_shapes(d, d_ff, bias))
         s = as64(state)
-        for dtype in DTYPES:
-            x = randn(t, 2, 5, d, dtype=dtype) * 2
-            kwargs = {"bias": True} if bias else {}
-            what = f"SwiGLU({d}, {d_ff}{', bias=True' if bias else ''})(x (2, 5, {d}), {name_of(dtype)})"
-            module = make_module(t, "SwiGLU", (d, d_ff), kwargs, state, dtype)
-            xd = x.double()
-            expected = t_linear(F.silu(t_linear(xd, s, "gate")) * t_linear(xd, s, "up"), s, "down")
-            close(module(x), expected, what, dtype)
+        each_dtype(t, "SwiGLU", (d, d_ff), {"bias": True} if bias else {}, state, lambda dtype: (
+            randn(t, 2, 5, d, dtype=dtype) * 2,), lambda x: t_linear(F.silu(t_linear(x, s, "gate")) * t_linear(
+                x, s, "up"), s, "down"), f"SwiGLU({d}, {d_ff}{', bias=True' if bias else ''})(x (2, 5, {d}))")
         x = randn(t, 3, d)  # (..., d_model): 2-D too
         expected = t_linear(F.silu(t_linear(x, s, "gate")) * t_linear(x, s, "up"), s, "down")
         close(make_module(t, "SwiGLU", (d, d_ff), {"bias": True} if bias else {}, state, F64)(x), expected,
@@ -448,14 +415,7 @@ def swiglu_formula(t):
 @check(2, 1, "MLP and SwiGLU gradients (float64), inputs left unchanged, batch of one", uses=("MLP", "SwiGLU"))
 def ffn_gradients(t):
     for name, shapes in (("MLP", mlp_shapes("", 5, 7)), ("SwiGLU", swiglu_shapes(5, 7, False))):
-        state = plain_state(t, shapes)
-        module = make_module(t, name, (5, 7), {}, state, F64)
-        x = randn(t, 1, 3, 5)
-        properties.run_pure(t, f"{name}(5, 7)", module, ref_module(t.ref, name, (5, 7), {}, state), "x (1, 3, 5), float64",
-                            (x,))  # before gradcheck, which an in-place change of x makes raise
-        gradcheck(module, [x], [0], f"{name}(5, 7)")
-        assert_param_grads(module, ref_module(t.ref, name, (5, 7), {}, state), [x], f"{name}(5, 7)", rng=t.rng)
-        note_device(t, module, [x], f"{name}(5, 7)(x)")
+        module_gradients(t, name, (5, 7), {}, plain_state(t, shapes), (randn(t, 1, 3, 5),), "x (1, 3, 5), float64")
 
 
 # ---- Q3 ---------------------------------------------------------------------------------------
@@ -478,9 +438,9 @@ def rope_formula(t):
     S, far = properties.Sample, torch.tensor([2999, 17, 1500, 2998, 3, 2000])
     properties.run(t, properties.Graded("apply_rope", t.student.apply_rope, exact_rope, {
         "inputs": [S("x (2, 3, 6, 8), positions arange(6), float64", (x, torch.arange(6)))],
-        "extremes": [S("x (2, 3, 6, 8), positions up to 2999, float64", (x, far), wrt=(0,))]}))
+        "extremes": [S("x (2, 3, 6, 8), positions up to 2999, float64", (x, far), wrt=(0,))],
+        "device": [properties.OnDevice("x (2, 3, 6, 8), float32, positions arange(6)", (x.float(), torch.arange(6)))]}))
     gradcheck(t.student.apply_rope, [x[0], torch.tensor([4, 1, 0, 9, 2, 3])], [0], "apply_rope(x, positions)")
-    note_device(t, t.student.apply_rope, [x.float(), torch.arange(6)], "apply_rope(x (2, 3, 6, 8), arange(6))")
 
 
 @check(3, 2, "MultiHeadAttention self-attention (causal or not, RoPE, bias=False) against SDPA, float32/64",
@@ -489,24 +449,20 @@ def rope_formula(t):
 def attention_self(t):
     for causal, rope, bias in ((False, False, True), (True, False, True), (True, True, False), (False, True, True)):
         state = plain_state(t, attention_shapes("", D, bias))
-        for dtype in DTYPES:
-            x = randn(t, 2, 7, D, dtype=dtype)
-            what = (f"MultiHeadAttention({D}, {HEADS}, bias={bias}, rope={rope})(x (2, 7, {D}), causal={causal}, "
-                    f"{name_of(dtype)})")
-            module = make_module(t, "MultiHeadAttention", (D, HEADS), {"bias": bias, "rope": rope}, state, dtype)
-            expected = t_attention(x.double(), as64(state), "", HEADS, causal, rope)
-            close(module(x, None, causal), expected, what, dtype)
+        each_dtype(t, "MultiHeadAttention", (D, HEADS), {"bias": bias, "rope": rope}, state,
+                   lambda dtype: (randn(t, 2, 7, D, dtype=dtype), None, causal),
+                   lambda x, _, causal: t_attention(x, as64(state), "", HEADS, causal, rope),
+                   f"MultiHeadAttention({D}, {HEADS}, bias={bias}, rope={rope})(x (2, 7, {D}), causal={causal})")
 
 
 @check(3, 1, "cross-attention: queries from x, keys and values from context (other length)", uses=ATTN,
        hint="with context given, k_proj and v_proj read the context, q_proj reads x.")
 def attention_cross(t):
     state = plain_state(t, attention_shapes("", D))
-    for dtype in DTYPES:
-        x, context = randn(t, 2, 3, D, dtype=dtype), randn(t, 2, 8, D, dtype=dtype)
-        module = make_module(t, "MultiHeadAttention", (D, HEADS), {}, state, dtype)
-        what = f"MultiHeadAttention({D}, {HEADS})(x (2, 3, {D}), context (2, 8, {D}), {name_of(dtype)})"
-        close(module(x, context), t_attention(x.double(), as64(state), "", HEADS, context=context.double()), what, dtype)
+    each_dtype(t, "MultiHeadAttention", (D, HEADS), {}, state,
+               lambda dtype: (randn(t, 2, 3, D, dtype=dtype), randn(t, 2, 8, D, dtype=dtype)),
+               lambda x, context: t_attention(x, as64(state), "", HEADS, context=context),
+               f"MultiHeadAttention({D}, {HEADS})(x (2, 3, {D}), context (2, 8, {D}))")
 
 
 @check(3, 1, "MultiHeadAttention with scores near +-1000 (float64): no overflow, against SDPA", uses=ATTN,
@@ -539,7 +495,7 @@ def attention_gradients(t):
     gradcheck(module, [x, context], [0, 1], f"MultiHeadAttention({D}, {HEADS}) cross-attention")
     assert_param_grads(module, reference, [x, None, True], f"MultiHeadAttention({D}, {HEADS}), causal", rng=t.rng)
     rotary = make_module(t, "MultiHeadAttention", (D, HEADS), {"rope": True}, state, F64)
-    note_device(t, rotary, [x, None, True], f"MultiHeadAttention({D}, {HEADS}, rope=True)(x, causal=True)")
+    properties.run_device(t, f"MultiHeadAttention({D}, {HEADS}, rope=True)", rotary, "x, causal=True", (x, None, True))
 
 
 BLOCK_CASES = (  # (kwargs, label)
@@ -558,13 +514,11 @@ BLOCK_CASES = (  # (kwargs, label)
 def block_builtin(t):
     for kwargs, label in BLOCK_CASES:
         state = fill(t.rng, block_shapes("", D, DFF, kwargs.get("bias", True)))
-        for dtype in DTYPES:
-            x = randn(t, 2, 5, D, dtype=dtype)
-            what = f"Block({D}, {HEADS}, {DFF}, {describe(kwargs) or 'defaults'})(x (2, 5, {D}), {name_of(dtype)})"
-            module = make_module(t, "Block", (D, HEADS, DFF), kwargs, state, dtype)
-            expected = t_block(x.double(), as64(state), "", HEADS, kwargs.get("post_norm", False),
-                               kwargs.get("causal", True), kwargs.get("rope", False))
-            close(call_pure(module, x, what=what), expected, f"{what} ({label})", dtype, DEEP_TOL)
+        each_dtype(t, "Block", (D, HEADS, DFF), kwargs, state, lambda dtype: (randn(t, 2, 5, D, dtype=dtype),),
+                   lambda x: t_block(x, as64(state), "", HEADS, kwargs.get("post_norm", False),
+                                     kwargs.get("causal", True), kwargs.get("rope", False)),
+                   f"Block({D}, {HEADS}, {DFF}, {describe(kwargs) or 'defaults'})(x (2, 5, {D})) ({label})", DEEP_TOL,
+                   pure=True)
 
 
 @check(3, 1, "Block is causal (later inputs never change earlier outputs); causal=False is not",
@@ -573,18 +527,8 @@ def block_causal(t):
     state = fill(t.rng, block_shapes("", D, DFF))
     x = randn(t, 2, 6, D)
     for rope in (False, True):
-        module = make_module(t, "Block", (D, HEADS, DFF), {"rope": rope}, state, F64)
-        base = module(x)
-        for p in (0, 2, 4):
-            changed = x.clone()
-            changed[:, p + 1:] += randn(t, 2, 5 - p, D) * 3
-            after = module(changed)
-            try:
-                assert_close(after[:, :p + 1], base[:, :p + 1], "", rtol=1e-9, atol=1e-9)
-            except CheckFailed:
-                raise CheckFailed(f"Block({D}, {HEADS}, {DFF}, rope={rope}): changing x after position {p} changed "
-                                  f"the output at positions 0..{p}: position {p} sees the future (causal mask "
-                                  "lower-right, True = may attend, applied before the softmax).") from None
+        assert_causal(make_module(t, "Block", (D, HEADS, DFF), {"rope": rope}, state, F64), x,
+                      f"Block({D}, {HEADS}, {DFF}, rope={rope})", positions=(0, 2, 4), rng=t.rng, tol=(1e-9, 1e-9))
     module = make_module(t, "Block", (D, HEADS, DFF), {"causal": False}, state, F64)
     changed = x.clone()
     changed[:, -1] += randn(t, 2, D) * 3  # not a constant shift: LayerNorm would remove it
@@ -597,15 +541,8 @@ def block_causal(t):
        needs=NORMS + FFN)
 def block_gradients(t):
     for post_norm in (False, True):
-        state = fill(t.rng, block_shapes("", 6, 10))
-        kwargs = {"post_norm": post_norm}
-        module = make_module(t, "Block", (6, 2, 10), kwargs, state, F64)
-        x = randn(t, 2, 3, 6)
-        reference = ref_module(t.ref, "Block", (6, 2, 10), kwargs, {k: v for k, v in state.items()})
-        properties.run_pure(t, f"Block(6, 2, 10, post_norm={post_norm})", module, reference, "x (2, 3, 6), float64", (x,))
-        gradcheck(module, [x], [0], f"Block(6, 2, 10, post_norm={post_norm})")
-        assert_param_grads(module, reference, [x], f"Block(6, 2, 10, post_norm={post_norm})", rng=t.rng)
-        note_device(t, module, [x], f"Block(6, 2, 10, post_norm={post_norm})(x)")
+        module_gradients(t, "Block", (6, 2, 10), {"post_norm": post_norm}, fill(t.rng, block_shapes("", 6, 10)),
+                         (randn(t, 2, 3, 6),), "x (2, 3, 6), float64")
 
 
 # ---- Q4 ---------------------------------------------------------------------------------------
@@ -624,13 +561,9 @@ LM_CASES = (
 @on_students_rope
 def lm_builtin(t):
     for cfg in LM_CASES:
-        state = lm_state(t, cfg)
-        for dtype in DTYPES:
-            T = cfg["max_len"] - 2
-            idx = ids(t, 2, T, V=cfg["vocab_size"])
-            what = f"TransformerLM({describe(cfg)})(idx (2, {T}), {name_of(dtype)})"
-            model = make_module(t, "TransformerLM", (), cfg, state, dtype)
-            close(model(idx), builtin_lm(idx, state, cfg), what, dtype, DEEP_TOL)
+        state, T = lm_state(t, cfg), cfg["max_len"] - 2
+        each_dtype(t, "TransformerLM", (), cfg, state, lambda dtype: (ids(t, 2, T, V=cfg["vocab_size"]),),
+                   lambda idx: builtin_lm(idx, state, cfg), f"TransformerLM({describe(cfg)})(idx (2, {T}))", DEEP_TOL)
 
 
 @check(4, 1, "TransformerLM: edge lengths T = 1 and T = max_len, batch of one, input ids left unchanged",
@@ -640,11 +573,11 @@ def lm_edges(t):
     for cfg in LM_CASES[:2]:
         state = lm_state(t, cfg)
         model = make_module(t, "TransformerLM", (), cfg, state, F64)
-        edges = [properties.Sample(f"idx {shape}", (ids(t, *shape, V=cfg["vocab_size"]),), tol=DEEP_TOL[F64], dtype=F64)
-                 for shape in ((1, 1), (3, 1), (1, cfg["max_len"]))]
-        properties.run(t, properties.Graded(f"TransformerLM({describe(cfg)}) in float64", model,
-                                            lambda idx, state=state, cfg=cfg: builtin_lm(idx, state, cfg), {"edges": edges}))
-        note_device(t, model, [ids(t, 2, 4, V=cfg["vocab_size"])], f"TransformerLM({describe(cfg)})")
+        edges = [properties.Sample(f"idx {shape}, float64 weights", (ids(t, *shape, V=cfg["vocab_size"]),),
+                                   tol=DEEP_TOL[F64], dtype=F64) for shape in ((1, 1), (3, 1), (1, cfg["max_len"]))]
+        device = [properties.OnDevice("idx (2, 4)", (ids(t, 2, 4, V=cfg["vocab_size"]),))]
+        properties.run(t, properties.Graded(f"TransformerLM({describe(cfg)})", model, lambda idx, state=state, cfg=cfg:
+                                            builtin_lm(idx, state, cfg), {"edges": edges, "device": device}))
 
 
 @check(4, 1, "TransformerLM is causal: changing later tokens never changes earlier logits (learned and RoPE)",
@@ -747,8 +680,8 @@ def adamw_vs_torch(t):
                 for name, got, exp in zip(("param", "m", "v"), out, expected):
                     close(got, exp, f"{what}: {name}", F64)
                 p, m, v = out
-    note_device(t, t.student.adamw_step, [params[0], grads_per_step[0][0], params[0] * 0.1, params[0] ** 2, 2, 0.01,
-                                          (0.9, 0.999), 1e-8, 0.1], "adamw_step(param, grad, m, v, step=2, ...)")
+    properties.run_device(t, "adamw_step", t.student.adamw_step, "param, grad, m, v, step=2, ...", (
+        params[0], grads_per_step[0][0], params[0] * 0.1, params[0] ** 2, 2, 0.01, (0.9, 0.999), 1e-8, 0.1))
 
 
 ADAMW_KWARGS = dict(lr=0.03, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.2)
@@ -779,15 +712,9 @@ def adamw_class(t):
             leaf.grad = g.clone()
         for group in truth.param_groups:
             group["lr"] = ADAMW_KWARGS["lr"] if lr is None else lr
-        call = "step()" if lr is None else f"step({lr})" if number == 2 else f"step(lr={lr})"
-        if lr is None:
-            opt.step()
-        elif number == 2:
-            opt.step(lr)
-        else:
-            opt.step(lr=lr)
+        done.append("step()" if lr is None else f"step({lr})" if number == 2 else f"step(lr={lr})")
+        opt.step() if lr is None else opt.step(lr) if number == 2 else opt.step(lr=lr)  # each way of passing lr
         truth.step()
-        done.append(call)
         opt.zero_grad()
         truth.zero_grad()
         for i, (handle, leaf) in enumerate(zip(handles, leaves)):
@@ -811,8 +738,8 @@ def adamw_class(t):
           "gradient of about 1e-7 (vs torch.optim.AdamW's defaults: lr=1e-3, betas=(0.9, 0.999), eps=1e-8, "
           "weight_decay=0.01)", F64)
     # its moments live where the parameters live, in their dtype (torch.zeros(p.shape) breaks on a GPU)
-    assert_device_agnostic(t.student.support("optimizer_run", "AdamW"), [params[:3], grads_per_step[0], 0.01],
-                           "AdamW(3 tensors, lr=0.01) stepped twice: its parameters and the moments it keeps")
+    properties.run_device(t, "AdamW", t.student.support("optimizer_run", "AdamW"), "3 tensors, lr=0.01, stepped twice: "
+                          "its parameters and the moments it keeps", (params[:3], grads_per_step[0], 0.01))
 
 
 @check(5, 1.5, "lr_at: warmup edges, the cosine, the end and after, min_lr", uses=("lr_at",),
@@ -860,7 +787,7 @@ def clip_global_norm(t):
     small = [randn(t, 6, scale=1e-3)]
     close(t.student.clip_grads(small, 1.0)[0][0], small[0], "clip_grads([a tiny gradient], 1.0) leaves it as it is",
           F64)
-    note_device(t, t.student.clip_grads, [grads, 1.0], "clip_grads(3 gradients, 1.0)")
+    properties.run_device(t, "clip_grads", t.student.clip_grads, "3 gradients, 1.0", (grads, 1.0))
 
 
 @check(5, 2, "get_batch: shapes, int64, y is x shifted, real crops, every start reachable, seeding",
@@ -892,15 +819,11 @@ def get_batch_crops(t):
     if starts != [0, 1, 2]:
         raise CheckFailed(f"get_batch(data (20,), 300, 17, seed 11): crops started at {starts}; with 20 tokens and "
                           "block_size 17 the starts 0, 1 and 2 are all possible (and nothing else)")
-    first = t.student.get_batch(data, 6, 5, 123)
-    again = t.student.get_batch(data, 6, 5, 123)
-    other = t.student.get_batch(data, 6, 5, 124)
-    if first[0].tolist() != again[0].tolist():
-        raise CheckFailed("get_batch with the same seed twice gave different batches: draw the starts with the "
-                          "generator made from the seed (torch.randint(..., generator=g)).")
-    if first[0].tolist() == other[0].tolist():
+    first = call_twice(t.student.get_batch, data, 6, 5, 123, what="get_batch(data (400,), 6, 5, seed 123)")
+    if first[0].tolist() == t.student.get_batch(data, 6, 5, 124)[0].tolist():
         raise CheckFailed("get_batch with seeds 123 and 124 gave the same batch: use the generator you are given.")
-    note_device(t, t.student.get_batch, [data, 4, 6, 0], "get_batch(data (400,), 4, 6, seed 0)", follows_dtype=False)
+    properties.run_device(t, "get_batch", t.student.get_batch, "data (400,), 4, 6, seed 0", (data, 4, 6, 0),
+                          follows_dtype=False)
     # a torch.Generator (what train_lm passes): two calls with it continue its one stream of draws
     generator = t.student.support("Generator", 7)  # made in the student's process, like train_lm's
     mine = torch.Generator().manual_seed(7)
@@ -1003,11 +926,13 @@ def secret_settings(t, settings: dict) -> dict:
     return dict(settings, seed=t.secret_seed("batch seed", bits=31))
 
 
-def assert_first_steps(got: dict, expected: dict, what: str) -> None:
-    """Provenance, part one: the first steps from the grader's start equal the grader's own steps."""
+def assert_same_steps(got: dict, expected: dict, what: str, against: str) -> None:
+    """Every parameter the student's steps give equals the grader's own steps' (`against` says which)."""
     for name, value in expected.items():
-        assert_close(got[name], value, f"{what}: parameter `{name}` after {FIRST_STEPS} steps from the init_state the "
-                     "grader sent, vs the grader's own steps", **STEP_TOL)
+        assert_close(got[name], value, f"{what}: parameter `{name}` {against}", **STEP_TOL)
+
+
+FIRST_STEPS_FROM = f"after {FIRST_STEPS} steps from the init_state the grader sent, vs the grader's own steps"
 
 
 def trained_lm(t, task: str, data, config, settings, what) -> dict:
@@ -1022,7 +947,7 @@ def trained_lm(t, task: str, data, config, settings, what) -> dict:
     handle = t.student.put(data, "training ids")
     short, label = dict(settings, steps=FIRST_STEPS), f"{what}, steps={FIRST_STEPS}"
     first, _ = checked_state(t.student.train_lm(handle, config, short, init), names, label)
-    assert_first_steps(first, grader_steps(t.ref, config, short, init, data, FIRST_STEPS)[0], label)
+    assert_same_steps(first, grader_steps(t.ref, config, short, init, data, FIRST_STEPS)[0], label, FIRST_STEPS_FROM)
     state, _ = checked_state(t.student.train_lm(handle, config, settings, init), names, what)
     tied(state, what)
     assert_descends(init, state, start_of(t, task), what, least=START_LEAST, mean=START_MEAN)
@@ -1046,15 +971,15 @@ def threshold_run(ref, task: str) -> dict:
     train_seq2seq builds from the settings' seed when no init_state is given.
     """
     settings = {"shakespeare": SHAKESPEARE_SETTINGS, "synthetic": SYNTHETIC_SETTINGS, "sort": SORT_SETTINGS}[task]
-    return _threshold_run(ref, task, repr(sorted(settings.items())))
+    return _threshold_run(ref, task, tuple(sorted(settings.items())))
 
 
 @lru_cache(maxsize=8)  # keyed on the settings too: a changed setting is a new run
-def _threshold_run(ref, task: str, settings_key: str) -> dict:
+def _threshold_run(ref, task: str, settings: tuple) -> dict:
+    settings = dict(settings)
     if task == "sort":
-        settings, build = SORT_SETTINGS, lambda: ref.Seq2Seq(**SORT_CONFIG)
+        build = lambda: ref.Seq2Seq(**SORT_CONFIG)  # noqa: E731
     else:
-        settings = SHAKESPEARE_SETTINGS if task == "shakespeare" else SYNTHETIC_SETTINGS
         config = shakespeare_config() if task == "shakespeare" else synthetic_config(synthetic_language()[0])
         build = lambda: ref.TransformerLM(**config)  # noqa: E731
     with torch.random.fork_rng(devices=[]):
@@ -1075,10 +1000,6 @@ def _threshold_run(ref, task: str, settings_key: str) -> dict:
     return {"figure": figure, "start": start_profile(init, state)}
 
 
-def reference_shakespeare(ref) -> float:
-    return threshold_run(ref, "shakespeare")["figure"]
-
-
 def synthetic_config(language) -> dict:
     return dict(vocab_size=len(language.words) + 1, **SHAKESPEARE_CONFIG)
 
@@ -1092,14 +1013,10 @@ def synthetic_ratio(ref, state, heldout_seed: int) -> tuple:
     return ppl, language.perplexity(held)
 
 
-def reference_synthetic(ref) -> float:
-    return threshold_run(ref, "synthetic")["figure"]
-
-
 @reference_result("shakespeare")
 def reference_shakespeare_result(ref) -> float:
     """Computed by the runner before the student's worker starts (and cached per reference version)."""
-    return reference_shakespeare(ref)
+    return threshold_run(ref, "shakespeare")["figure"]
 
 
 @reference_result("shakespeare-start")
@@ -1109,7 +1026,7 @@ def reference_shakespeare_start(ref) -> dict:
 
 @reference_result("synthetic")
 def reference_synthetic_result(ref) -> float:
-    return reference_synthetic(ref)
+    return threshold_run(ref, "synthetic")["figure"]
 
 
 @reference_result("synthetic-start")
@@ -1156,30 +1073,40 @@ def spec_lr(settings, step, total):
         1 + math.cos(math.pi * (step - warm) / (total - warm))) / 2
 
 
-def grader_steps(ref, config, settings, init, data, steps):
-    """The grader's own training steps: reference model, torch's AdamW and clipping, the spec's schedule."""
-    model = ref.TransformerLM(**config)
+def grader_loop(model, init: dict, settings, steps, batch_loss) -> tuple:
+    """The grader's own training steps from `init`: torch's AdamW and clipping, the spec's schedule, and
+    `batch_loss(model, g)` on a batch drawn from the one generator g made from the seed. -> (state, losses)"""
     model.load_state_dict(init)
     params = list(model.parameters())
     opt = torch.optim.AdamW(params, lr=settings["max_lr"], betas=settings["betas"], eps=settings["eps"],
                             weight_decay=settings["weight_decay"])
     generator = torch.Generator().manual_seed(settings["seed"])  # one stream for all batches, as stated
-    B, T = settings["batch_size"], settings["block_size"]
     losses = []
     for step in range(steps):
         for group in opt.param_groups:
             group["lr"] = spec_lr(settings, step, steps)
-        starts = torch.randint(0, len(data) - T, (B,), generator=generator).tolist()
-        x = torch.stack([data[s:s + T] for s in starts])
-        y = torch.stack([data[s + 1:s + T + 1] for s in starts])
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        loss = batch_loss(model, generator)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, settings["grad_clip"])
         opt.step()
         losses.append(float(loss.detach()))
     return {k: v.detach() for k, v in model.state_dict().items()}, losses
+
+
+def cross_entropy(logits, targets):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def grader_steps(ref, config, settings, init, data, steps):
+    """train_lm's steps by the grader: crops of the stream at starts torch.randint draws."""
+    B, T = settings["batch_size"], settings["block_size"]
+
+    def batch_loss(model, generator):
+        starts = torch.randint(0, len(data) - T, (B,), generator=generator).tolist()
+        return cross_entropy(model(torch.stack([data[s:s + T] for s in starts])),
+                             torch.stack([data[s + 1:s + T + 1] for s in starts]))
+    return grader_loop(ref.TransformerLM(**config), init, settings, steps, batch_loss)
 
 
 EXACT_CONFIG = dict(vocab_size=9, d_model=8, n_layers=2, n_heads=2, d_ff=12, max_len=8)
@@ -1244,29 +1171,31 @@ def train_exact_steps(t):
         value = t.student.train_lm(data, EXACT_CONFIG, settings, start)
         expected, expected_losses = grader_steps(t.ref, EXACT_CONFIG, settings, start, data, steps)
         assert_losses(value, expected_losses, what)
-        state, losses = checked_state(value, start, what)
-        for name in start:
-            assert_close(state[name], expected[name], f"{what}: parameter `{name}`", rtol=1e-4, atol=2e-5)
+        assert_same_steps(checked_state(value, start, what)[0], expected, what, "vs the grader's steps")
 
 
 @check(6, 1, "train_lm: the same seed gives the same model; another seed another", uses=("train_lm",),
        needs=TRAINING + LM, timeout=60)
 def train_seeded(t):
     data = ids(t, 300, V=9)
-    settings = dict(EXACT_SETTINGS, steps=3)
-    what = f"train_lm(ids (300,), {describe(EXACT_CONFIG)}, steps=3, seed=4)"
-    first = call_twice(t.student.train_lm, data, EXACT_CONFIG, settings, what=what)
-    other = t.student.train_lm(data, EXACT_CONFIG, dict(settings, seed=5))
-    names = lm_shapes(**EXACT_CONFIG)
-    a = checked_state(first, {k: torch.empty(s) for k, s in names.items()}, what)[0]
-    b = checked_state(other, {k: torch.empty(s) for k, s in names.items()}, what)[0]
-    if all(torch.equal(a[k], b[k]) for k in a):
-        raise CheckFailed(f"{what} with seed 4 and seed 5 gave identical models: seed torch (manual_seed) and the batch "
-                          "generator from settings['seed'].")
+    names = {k: torch.empty(s) for k, s in lm_shapes(**EXACT_CONFIG).items()}
     # train_ids on a non-CPU device: the model it builds, its batches and state live there too
-    note_device(t, t.student.train_lm, [data, EXACT_CONFIG, dict(settings, steps=2)],
-                f"train_lm(ids (300,) on a device, {describe(EXACT_CONFIG)}, steps=2)", follows_dtype=False,
-                dtypes=("float32",))
+    seeded_and_on_device(t, "train_lm", (data, EXACT_CONFIG), dict(EXACT_SETTINGS, steps=3), "ids (300,)",
+                         lambda value, what: checked_state(value, names, what)[0], "batch")
+
+
+def seeded_and_on_device(t, name: str, args: tuple, settings: dict, data: str, state_of, draws: str) -> None:
+    """A training function `name`(*args, settings): the same seed twice gives the same model, another seed another
+    (`state_of(value, what)`: the state it returned, checked); with its data on a non-CPU device, it runs there."""
+    train = getattr(t.student, name)
+    what = f"{name}({data}, {describe(args[-1])}, steps={settings['steps']}, seed={settings['seed']})"
+    first = state_of(call_twice(train, *args, settings, what=what), what)
+    other = state_of(train(*args, dict(settings, seed=settings["seed"] + 1)), what)
+    if all(torch.equal(first[k], other[k]) for k in first):
+        raise CheckFailed(f"{what} with seed {settings['seed']} and seed {settings['seed'] + 1} gave identical models: "
+                          f"seed torch (manual_seed) and the {draws} generator from settings['seed'].")
+    properties.run_device(t, name, train, f"{data} on a device, {describe(args[-1])}, steps=2",
+                          (*args, dict(settings, steps=2)), follows_dtype=False, dtypes=("float32",))
 
 
 @check(6, 3, "train_lm on Shakespeare (char-level): perplexity on the unseen test plays, scored by the grader",
@@ -1290,7 +1219,7 @@ def judge_shakespeare(t, what: str, ppl: float, V: int) -> None:
     if not math.isfinite(ppl) or ppl > 2 * V:
         raise CheckFailed(f"{what}: the perplexity on the test plays is not finite or no better than a uniform guess "
                           f"over {V} characters: training diverged or went uphill.")
-    reference = t.cached("shakespeare", lambda: reference_shakespeare(t.ref))
+    reference = t.cached("shakespeare", lambda: reference_shakespeare_result(t.ref))
     if ppl < reference * BELOW_REFERENCE:
         raise CheckFailed(f"{what}: the perplexity on the test plays is far below what these settings reach (under "
                           f"{BELOW_REFERENCE} x the reference's); the grader does not trust it. No points.")
@@ -1313,7 +1242,7 @@ def synthetic_perplexity(t):
 def judge_synthetic(t, ppl: float, floor: float) -> None:
     """The synthetic check's verdict in fixed words: neither the perplexity (the student's weights on held-out
     sentences) nor the floor (of the secret draw) is shown (issue 30)."""
-    ratio = t.cached("synthetic", lambda: reference_synthetic(t.ref)) * (1 + SYNTHETIC_MARGIN)
+    ratio = t.cached("synthetic", lambda: reference_synthetic_result(t.ref)) * (1 + SYNTHETIC_MARGIN)
     t.note(assert_perplexity(ppl, ratio * floor, "Your model on fresh sentences of the synthetic language",
                              floor=floor, rule=f"{1 + SYNTHETIC_MARGIN:.2f} x the reference's ratio to the floor"))
 
@@ -1393,13 +1322,13 @@ def layer_caches(t):
         module = make_module(t, "MultiHeadAttention", (D, HEADS), {"rope": rope}, state, F64)
         what = (f"MultiHeadAttention({D}, {HEADS}, rope={rope})(x ({B}, {T}, {D}), causal=True, cache=(k, v) of {past} "
                 "positions the grader made)")
-        expected, expected_cache = t_attention_cached(x, as64(state), "", HEADS, cache, True, rope)
+        expected, expected_cache = t_attention(x, as64(state), "", HEADS, True, rope, cache=cache)
         layer_cache_close(call_pure(module, x, causal=True, cache=cache, what=what), expected, expected_cache, what,
                           LAYER_TOL)
         state = fill(t.rng, block_shapes("", D, DFF))
         module = make_module(t, "Block", (D, HEADS, DFF), {"rope": rope}, state, F64)
         s = as64(state)
-        attn, expected_cache = t_attention_cached(t_norm(x, s, "norm1"), s, "attn", HEADS, cache, True, rope)
+        attn, expected_cache = t_attention(t_norm(x, s, "norm1"), s, "attn", HEADS, True, rope, cache=cache)
         h = x + attn
         expected = h + t_mlp(t_norm(h, s, "norm2"), s, "mlp")
         what = (f"Block({D}, {HEADS}, {DFF}, rope={rope})(x ({B}, {T}, {D}), cache=(k, v) of {past} positions the "
@@ -1437,7 +1366,11 @@ def cache_growth(t):
             checked_cache(cache, cfg["n_layers"], (1, HEADS, T, D // HEADS), what)
             logits, cache = model(idx[:, T:T + 1], cache)
             close(logits, full[:, T:T + 1], f"{what}: logits of position {T}", F64, DEEP_TOL)
-        note_device(t, model, [idx[:, :3], []], f"TransformerLM({describe(cfg)})(idx (1, 3), [])")
+        properties.run_device(t, f"TransformerLM({describe(cfg)})", model, "idx (1, 3), []", (idx[:, :3], []))
+
+
+HAND_SOFTMAX = (": a softmax by hand overflows at logits of size 1000 (exp(1000) is inf, inf / inf is NaN); use "
+                "torch.softmax.")
 
 
 def keep_set(logits, temperature=1.0, top_k=None, top_p=None):
@@ -1468,33 +1401,29 @@ def filter_boundaries(t):
              dict(top_k=3, top_p=0.6), dict(top_k=2, top_p=0.6), dict(temperature=0.5, top_p=0.8),
              dict(shift=1000.0, top_p=0.7), dict(shift=1000.0, top_k=2, top_p=0.6),
              dict(shift=600.0, temperature=0.01, top_p=0.9)]
-    for kwargs in cases:
-        shift = kwargs.pop("shift", 0.0)  # adding a constant changes no probability, but exp(1000) is inf
-        what = f"filter_logits(log of {probs.tolist()}{f' + {shift:g}' if shift else ''}, {describe(kwargs)})"
-        temperature = kwargs.pop("temperature", 1.0)
-        got = call_pure(t.student.filter_logits, logits + shift, temperature, what=what, **kwargs)
-        kept = keep_set(logits, temperature, **kwargs)
-        if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(logits.shape):
-            raise CheckFailed(f"{what}: expected a tensor of shape {tuple(logits.shape)}")
-        got_keep = torch.isfinite(got)
-        if not torch.equal(got_keep, kept):
-            raise CheckFailed(f"{what}: kept {got_keep.int().tolist()}, expected {kept.int().tolist()} (1 = kept)"
-                              + (": a softmax by hand overflows at logits of size 1000 (exp(1000) is inf, inf / inf "
-                                 "is NaN); use torch.softmax." if shift else ""))
-        if bool((got[kept] == -math.inf).any()) or not bool((got[~kept] == -math.inf).all()):
-            raise CheckFailed(f"{what}: removed tokens must be exactly -inf")
-        close(got[kept], ((logits + shift) / temperature)[kept], f"{what}: the kept logits (divided by the temperature)",
-              F64)
-    properties.run(t, filter_matrix(t))
-    note_device(t, t.student.filter_logits, [logits.float(), 0.7, 3, 0.6], "filter_logits(logits (2, 5), 0.7, 3, 0.6)")
+
+    def kept_logits(z, temperature, top_k=None, top_p=None):  # the grader's truth: removed tokens exactly -inf
+        return (z / temperature).masked_fill(~keep_set(logits, temperature, top_k, top_p), -math.inf)
+
+    samples = {"inputs": [], "extremes": []}
+    for kwargs in cases:  # a shift changes no probability, but exp(1000) is inf: those are extremes
+        shift, temperature = kwargs.pop("shift", 0.0), kwargs.pop("temperature", 1.0)
+        samples["extremes" if shift else "inputs"].append(properties.Sample(
+            f"log of {probs.tolist()}{f' + {shift:g}' if shift else ''}, temperature={temperature}, {describe(kwargs)}",
+            (logits + shift, temperature), kwargs, reference=kept_logits, hint=" (-inf: a removed token; kept ones are "
+            "the logits divided by the temperature)" + (HAND_SOFTMAX if shift else "")))
+    properties.run(t, properties.Graded("filter_logits", t.student.filter_logits, None, samples),
+                   ("inputs", "extremes"))
+    properties.run(t, filter_matrix(t, logits))
 
 
-def filter_matrix(t) -> properties.Graded:
+def filter_matrix(t, logits) -> properties.Graded:
     """filter_logits' samples for the property matrix, against the reference's filter_logits.
 
     Shapes: the docstring's "last dimension" holds for 1-D to 4-D logits and a batch of one (top-k taken on
     dim=1 is right for 2-D only). Extremes: confident logits (N(0, 1) times 1000, a temperature of 0.01), where
-    every probability but the largest rounds to 0, so top-k chosen on probabilities removes nothing."""
+    every probability but the largest rounds to 0, so top-k chosen on probabilities removes nothing. Device:
+    `logits` (2, 5) in float32 and float64."""
     S, samples = properties.Sample, {"shapes": [], "extremes": [], "edges": []}
     options = (dict(top_k=2), dict(top_p=0.7), dict(top_k=3, top_p=0.8), dict(temperature=0.5, top_k=4))
     for shape in ((7,), (1, 7), (3, 7), (2, 3, 7), (2, 2, 3, 7)):
@@ -1510,6 +1439,7 @@ def filter_matrix(t) -> properties.Graded:
                                  (randn(t, 2, 3, 9, scale=1000.0, dtype=F32),), dict(top_k=3)))
     samples["edges"] = [S(f"logits (2, 1) (one token), {describe(kwargs)}", (randn(t, 2, 1),), dict(kwargs))
                         for kwargs in (dict(top_k=1), dict(top_p=0.5), dict(top_k=3))]
+    samples["device"] = [properties.OnDevice("logits (2, 5), 0.7, 3, 0.6", (logits.float(), 0.7, 3, 0.6))]
     return properties.Graded("filter_logits", t.student.filter_logits, t.ref.filter_logits, samples)
 
 
@@ -1590,11 +1520,10 @@ def generate_greedy(t):
         generate_uses_its_cache(t, cfg)
     cfg = KV_CASES[0]  # no tensor on a fixed device in generate itself (filter_logits is probed on its own)
     model = make_module(t, "TransformerLM", (), cfg, lm_state(t, cfg), F64)
-    for args, what in (([0.0, None, None], "temperature=0"), ([0.8, None, None], "temperature=0.8")):
-        for use_cache in (True, False):
-            assert_device_agnostic(t.student.generate, [model, ids(t, 2, 3, V=13), 2, *args, 0, use_cache],
-                                   f"generate(model, idx (2, 3), 2, {what}, use_cache={use_cache})",
-                                   follows_dtype=False)
+    properties.run(t, properties.Graded("generate", t.student.generate, None, {"device": [properties.OnDevice(
+        f"model, idx (2, 3), 2, temperature={temperature}, use_cache={use_cache}",
+        (model, ids(t, 2, 3, V=13), 2, temperature, None, None, 0, use_cache), follows_dtype=False)
+        for temperature in (0.0, 0.8) for use_cache in (True, False)]}), ("device",))
 
 
 def generate_matrix(t) -> properties.Graded:
@@ -1628,6 +1557,19 @@ def chi_square_ok(counts: np.ndarray, probs: np.ndarray) -> tuple:
     return stat <= limit, stat, limit
 
 
+def assert_sampled_from(tokens: torch.Tensor, logits: torch.Tensor, kwargs: dict, what: str) -> None:
+    """`tokens` (N,) drawn for one context are in the set filter_logits keeps (`kwargs`: temperature, top_k, top_p)
+    and follow the softmax of the kept logits / temperature (Pearson's test, false-fail rate 1e-4)."""
+    allowed = keep_set(logits, **kwargs)
+    if not bool(allowed[tokens].all()):
+        raise CheckFailed(f"{what}: a token outside the kept set ({describe(kwargs)}) was sampled")
+    probs = torch.softmax(logits / kwargs.get("temperature", 1.0), -1).masked_fill(~allowed, 0)
+    ok, stat, limit = chi_square_ok(np.bincount(tokens.numpy(), minlength=len(logits)), (probs / probs.sum()).numpy())
+    if not ok:
+        raise CheckFailed(f"{what}: the tokens do not follow softmax(logits / temperature) restricted to the kept set "
+                          f"({describe(kwargs)}; chi-square {stat:.1f} > {limit:.1f}, false-fail rate 1e-4)")
+
+
 @check(7, 1.5, "generate samples from the filtered, tempered distribution at every step, seeded",
        uses=CACHE + ("generate", "filter_logits"), needs=NORMS + FFN)
 @on_students_rope
@@ -1644,54 +1586,27 @@ def generate_sampling(t):
     if out[:, :4].tolist() != prompt.tolist():
         raise CheckFailed(f"{what}: the output must start with the prompt")
     logits = builtin_lm(prompt[:1], state, cfg)[0, -1]
-    allowed = keep_set(logits, **kwargs)
-    probs = torch.softmax(logits / 0.7, -1).masked_fill(~allowed, 0)
-    probs = (probs / probs.sum()).numpy()
-    first = out[:, 4].numpy()
-    if not bool(allowed[torch.from_numpy(first)].all()):
-        raise CheckFailed(f"{what}: a first new token outside the top-6 set was sampled")
-    ok, stat, limit = chi_square_ok(np.bincount(first, minlength=13), probs)
-    if not ok:
-        raise CheckFailed(f"{what}: the first new tokens do not follow softmax(logits / 0.7) restricted to the top 6 "
-                          f"(chi-square {stat:.1f} > {limit:.1f}, false-fail rate 1e-4)")
-    for token in np.unique(first)[:4]:  # the second token, given the first: the cache path and later steps
-        rows = np.nonzero(first == token)[0]
-        if len(rows) < 200:
-            continue
-        context = torch.cat([prompt[:1], torch.tensor([[int(token)]])], 1)
-        logits2 = builtin_lm(context, state, cfg)[0, -1]
-        allowed2 = keep_set(logits2, **kwargs)
-        second = out[rows, 5].numpy()
-        if not bool(allowed2[torch.from_numpy(second)].all()):
-            raise CheckFailed(f"{what}: a second new token outside its top-6 set was sampled (after token {token})")
-        p2 = torch.softmax(logits2 / 0.7, -1).masked_fill(~allowed2, 0)
-        ok, stat, limit = chi_square_ok(np.bincount(second, minlength=13), (p2 / p2.sum()).numpy())
-        if not ok:
-            raise CheckFailed(f"{what}: second tokens after {token} do not follow the model's filtered distribution "
-                              f"(chi-square {stat:.1f} > {limit:.1f})")
+    first = out[:, 4]
+    assert_sampled_from(first, logits, kwargs, f"{what}: first new tokens")
+    for token in first.unique()[:4].tolist():  # the second token, given the first: the cache path and later steps
+        rows = torch.nonzero(first == token)[:, 0]
+        if len(rows) >= 200:
+            context = torch.cat([prompt[:1], torch.tensor([[token]])], 1)
+            assert_sampled_from(out[rows, 5], builtin_lm(context, state, cfg)[0, -1], kwargs,
+                                f"{what}: second new tokens after token {token}")
     nucleus = dict(temperature=1.3, top_p=0.6)
     what = f"generate(model, idx (2000, 4) of one prompt, 1, {describe(nucleus)}, seed=5)"
     out_p = t.student.generate(model, prompt, 1, seed=5, **nucleus)
     if not isinstance(out_p, torch.Tensor) or tuple(out_p.shape) != (2000, 5):
         raise CheckFailed(f"{what} should return a (2000, 5) tensor")
-    allowed = keep_set(logits, **nucleus)
-    tokens = out_p[:, 4]
-    if not bool(allowed[tokens].all()):
-        raise CheckFailed(f"{what}: a token outside the top-p set was sampled")
-    probs = torch.softmax(logits / 1.3, -1).masked_fill(~allowed, 0)
-    ok, stat, limit = chi_square_ok(np.bincount(tokens.numpy(), minlength=13), (probs / probs.sum()).numpy())
-    if not ok:
-        raise CheckFailed(f"{what}: the tokens do not follow softmax(logits / 1.3) restricted to the top-p set "
-                          f"(chi-square {stat:.1f} > {limit:.1f}, false-fail rate 1e-4)")
-    greedy = greedy_truth(state, cfg, prompt[:3], 5)
-    for cold in (dict(temperature=1e-4), dict(temperature=1e-4, top_p=0.9), dict(temperature=1.0, top_k=1)):
-        cold_what = f"generate(model, idx (3, 4), 5, {describe(cold)}, seed=2)"
-        got = t.student.generate(model, prompt[:3], 5, seed=2, **cold)
-        if not isinstance(got, torch.Tensor) or got.tolist() != greedy.tolist():
-            raise CheckFailed(f"{cold_what}: expected the greedy tokens {greedy[:, 4:].tolist()} after the prompt, got "
-                              f"{got[:, 4:].tolist() if isinstance(got, torch.Tensor) else got}: softmax(logits / 1e-4) "
-                              "puts all its mass on the largest logit (and so does top_k=1). exp(logits / T) by hand "
-                              "overflows there; sample from torch.softmax(filter_logits(...)).")
+    assert_sampled_from(out_p[:, 4], logits, nucleus, what)
+    cold = [properties.Sample(f"model ({describe(cfg)}), idx (3, 4), 5, {describe(kwargs)}, seed=2",
+                              (model, prompt[:3], 5), dict(kwargs, seed=2), hint=": the greedy tokens were expected. "
+                              "softmax(logits / 1e-4) puts all its mass on the largest logit (and so does top_k=1). "
+                              "exp(logits / T) by hand overflows there; sample from torch.softmax(filter_logits(...)).")
+            for kwargs in (dict(temperature=1e-4), dict(temperature=1e-4, top_p=0.9), dict(temperature=1.0, top_k=1))]
+    properties.run(t, properties.Graded("generate", t.student.generate, lambda model, idx, n, **_: greedy_truth(
+        state, cfg, idx, n), {"extremes": cold}), ("extremes",))
     other = t.student.generate(model, prompt[:50], 2, seed=4, **kwargs)
     if other[:, 4:].tolist() == out[:50, 4:].tolist():
         raise CheckFailed(f"{what}: seeds 3 and 4 gave the same samples; make the generator from `seed`.")
@@ -1732,12 +1647,10 @@ def decoder_block_shapes(d, d_ff):
        hint="cross_attn's queries come from the decoder (after norm2); its keys and values from memory.")
 def decoder_block_builtin(t):
     state = fill(t.rng, decoder_block_shapes(D, DFF))
-    for dtype in DTYPES:
-        x, memory = randn(t, 2, 5, D, dtype=dtype), randn(t, 2, 7, D, dtype=dtype)
-        what = f"DecoderBlock({D}, {HEADS}, {DFF})(x (2, 5, {D}), memory (2, 7, {D}), {name_of(dtype)})"
-        module = make_module(t, "DecoderBlock", (D, HEADS, DFF), {}, state, dtype)
-        expected = t_decoder_block(x.double(), memory.double(), as64(state), "", HEADS)
-        close(call_pure(module, x, memory, what=what), expected, what, dtype, DEEP_TOL)
+    each_dtype(t, "DecoderBlock", (D, HEADS, DFF), {}, state,
+               lambda dtype: (randn(t, 2, 5, D, dtype=dtype), randn(t, 2, 7, D, dtype=dtype)),
+               lambda x, memory: t_decoder_block(x, memory, as64(state), "", HEADS),
+               f"DecoderBlock({D}, {HEADS}, {DFF})(x (2, 5, {D}), memory (2, 7, {D}))", DEEP_TOL, pure=True)
 
 
 @check(8, 1.5, "Seq2Seq encode, decode and forward against the grader's built-in encoder-decoder; encoder "
@@ -1762,17 +1675,12 @@ def seq2seq_builtin(t):
 @check(8, 1, "Seq2Seq parameter gradients (float64) against the reference", uses=S2S, needs=NORMS + FFN)
 def seq2seq_gradients(t):
     args = (9, 6, 2, 8, 1, 6)
-    state = fill(t.rng, seq2seq_shapes(*args))
-    model = make_module(t, "Seq2Seq", args, {}, state, F64)
-    reference = ref_module(t.ref, "Seq2Seq", args, {}, state)
-    properties.run_pure(t, f"Seq2Seq{args}", model, reference, "src (2, 5), tgt_in (2, 4)", (ids(t, 2, 5, V=9), ids(t, 2, 4, V=9)))
-    assert_param_grads(model, reference, [ids(t, 2, 5, V=9), ids(t, 2, 4, V=9)], f"Seq2Seq{args}", rng=t.rng)
-    note_device(t, model, [ids(t, 2, 5, V=9), ids(t, 2, 4, V=9)], f"Seq2Seq{args}(src (2, 5), tgt_in (2, 4))")
+    module_gradients(t, "Seq2Seq", args, {}, fill(t.rng, seq2seq_shapes(*args)), (ids(t, 2, 5, V=9), ids(t, 2, 4, V=9)),
+                     "src (2, 5), tgt_in (2, 4)", wrt=())
     block_state = fill(t.rng, decoder_block_shapes(6, 8))
     block = make_module(t, "DecoderBlock", (6, 2, 8), {}, block_state, F64)
     properties.run_pure(t, "DecoderBlock(6, 2, 8)", block, ref_module(t.ref, "DecoderBlock", (6, 2, 8), {}, block_state),
-                        "x (2, 4, 6), memory (2, 5, 6), float64", (randn(t, 2, 4, 6), randn(t, 2, 5, 6)))
-    note_device(t, block, [randn(t, 2, 4, 6), randn(t, 2, 5, 6)], "DecoderBlock(6, 2, 8)(x (2, 4, 6), memory (2, 5, 6))")
+                        "x (2, 4, 6), memory (2, 5, 6), float64", (randn(t, 2, 4, 6), randn(t, 2, 5, 6)), device=True)
 
 
 def grader_greedy(model, src, n, bos):
@@ -1792,9 +1700,9 @@ def greedy_decode_matches(t):
     both, S = properties.Both(model, reference), properties.Sample
     samples = {kind: [S(f"model, src ({B}, {L}), n={n}, bos=10", (both, ids(t, B, L, V=10), n, 10)) for B, L, n in sizes]
                for kind, sizes in (("shapes", ((3, 8, 7), (2, 5, 3))), ("edges", ((2, 4, 0), (1, 4, 1), (1, 1, 2))))}
+    samples["device"] = [properties.OnDevice("model, src (2, 4), 3, bos=10", (model, ids(t, 2, 4, V=10), 3, 10),
+                                             follows_dtype=False)]
     properties.run(t, properties.Graded("greedy_decode", t.student.greedy_decode, grader_greedy, samples))
-    assert_device_agnostic(t.student.greedy_decode, [model, ids(t, 2, 4, V=10), 3, 10],
-                           "greedy_decode(model, src (2, 4), 3, bos=10)", follows_dtype=False)
 
 
 S2S_EXACT_CONFIG = dict(vocab_size=11, d_model=8, n_heads=2, d_ff=12, n_layers=1, max_len=6)
@@ -1807,33 +1715,24 @@ def s2s_exact_data(t):
     return ids(t, 7, 5, V=10), ids(t, 7, 6, V=10)
 
 
+def s2s_shapes(config) -> dict:
+    return seq2seq_shapes(*[config[k] for k in ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len")])
+
+
 def s2s_names(config) -> dict:
-    return {k: torch.empty(s) for k, s in seq2seq_shapes(*[config[k] for k in (
-        "vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len")]).items()}
+    return {k: torch.empty(s) for k, s in s2s_shapes(config).items()}
 
 
 def grader_seq2seq_steps(ref, config, settings, init, src, tgt, steps):
-    """The grader's own teacher-forced steps: reference Seq2Seq from `init`, torch's AdamW and clipping."""
-    model = ref.Seq2Seq(**config)
-    model.load_state_dict(init)
-    params = list(model.parameters())
-    opt = torch.optim.AdamW(params, lr=settings["max_lr"], betas=settings["betas"], eps=settings["eps"],
-                            weight_decay=settings["weight_decay"])
-    generator = torch.Generator().manual_seed(settings["seed"])
+    """train_seq2seq's teacher-forced steps by the grader: rows torch.randint draws, [BOS] + tgt[:, :-1] fed."""
     B = settings["batch_size"]
-    for step in range(steps):
-        for group in opt.param_groups:
-            group["lr"] = spec_lr(settings, step, steps)
+
+    def batch_loss(model, generator):
         rows = torch.randint(0, src.shape[0], (B,), generator=generator)
         x, y = src[rows], tgt[rows]
-        tgt_in = torch.cat([torch.full((B, 1), settings["bos"], dtype=torch.long), y[:, :-1]], dim=1)
-        logits = model(x, tgt_in)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, settings["grad_clip"])
-        opt.step()
-    return {k: v.detach() for k, v in model.state_dict().items()}
+        bos = torch.full((B, 1), settings["bos"], dtype=torch.long)
+        return cross_entropy(model(x, torch.cat([bos, y[:, :-1]], dim=1)), y)
+    return grader_loop(ref.Seq2Seq(**config), init, settings, steps, batch_loss)[0]
 
 
 @check(8, 1.5, "train_seq2seq: one and three teacher-forced steps from the model it builds (steps=0) equal the "
@@ -1853,42 +1752,28 @@ def seq2seq_train_steps(t):
         settings = dict(S2S_EXACT_SETTINGS, steps=steps)
         what = f"{base}, steps={steps}, seed=4)"
         state = checked_names(t.student.train_seq2seq(src, tgt, S2S_EXACT_CONFIG, settings), names, what)
-        expected = grader_seq2seq_steps(t.ref, S2S_EXACT_CONFIG, settings, init, src, tgt, steps)
-        for name in names:
-            assert_close(state[name], expected[name], f"{what}: parameter `{name}` vs the grader's {steps} step(s) "
-                         "from the model your steps=0 call returned (the same seed must build the same model)",
-                         rtol=1e-4, atol=2e-5)
+        assert_same_steps(state, grader_seq2seq_steps(t.ref, S2S_EXACT_CONFIG, settings, init, src, tgt, steps), what,
+                          f"vs the grader's {steps} step(s) from the model your steps=0 call returned (the same seed "
+                          "must build the same model)")
     # the grader's weights (embeddings of size 0.5, not 0.02) with the final gain times 300: logits of size 400
-    start = confident(fill(t.rng, seq2seq_shapes(*[S2S_EXACT_CONFIG[k] for k in (
-        "vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len")])), "dec_norm.weight")
+    start = confident(fill(t.rng, s2s_shapes(S2S_EXACT_CONFIG)), "dec_norm.weight")
     settings = dict(S2S_EXACT_SETTINGS, steps=1)
     what = f"{base}, steps=1, init_state=a confident one: logits of size 400)"
     try:
         state = checked_names(train_seq2seq_from(t, (src, tgt, S2S_EXACT_CONFIG), settings, start, what), names, what)
     except CheckFailed as exc:
         raise CheckFailed(f"{exc}{LOSS_HINT if 'NaN' in str(exc) else ''}") from None
-    expected = grader_seq2seq_steps(t.ref, S2S_EXACT_CONFIG, settings, start, src, tgt, 1)
-    for name in names:
-        assert_close(state[name], expected[name], f"{what}: parameter `{name}` vs the grader's step", rtol=1e-4,
-                     atol=2e-5)
+    assert_same_steps(state, grader_seq2seq_steps(t.ref, S2S_EXACT_CONFIG, settings, start, src, tgt, 1), what,
+                      "vs the grader's step")
 
 
 @check(8, 1, "train_seq2seq: the same seed gives the same model; another seed another", uses=("train_seq2seq",),
        needs=TRAINING + S2S, timeout=60)
 def seq2seq_train_seeded(t):
-    src, tgt = s2s_exact_data(t)
     names = s2s_names(S2S_EXACT_CONFIG)
-    settings = dict(S2S_EXACT_SETTINGS, steps=3)
-    what = f"train_seq2seq(src (7, 5), tgt (7, 6), {describe(S2S_EXACT_CONFIG)}, steps=3, seed=4)"
-    a = checked_names(call_twice(t.student.train_seq2seq, src, tgt, S2S_EXACT_CONFIG, settings, what=what), names, what)
-    b = checked_names(t.student.train_seq2seq(src, tgt, S2S_EXACT_CONFIG, dict(settings, seed=5)), names, what)
-    if all(torch.equal(a[k], b[k]) for k in a):
-        raise CheckFailed(f"{what} with seed 4 and seed 5 gave identical models: seed torch (manual_seed) and the row "
-                          "generator from settings['seed'].")
     # src and tgt on a non-CPU device: the model it builds, its rows and the BOS column live there too
-    note_device(t, t.student.train_seq2seq, [src, tgt, S2S_EXACT_CONFIG, dict(settings, steps=2)],
-                f"train_seq2seq(src, tgt on a device, {describe(S2S_EXACT_CONFIG)}, steps=2)", follows_dtype=False,
-                dtypes=("float32",))
+    seeded_and_on_device(t, "train_seq2seq", (*s2s_exact_data(t), S2S_EXACT_CONFIG), dict(S2S_EXACT_SETTINGS, steps=3),
+                         "src (7, 5), tgt (7, 6)", lambda value, what: checked_names(value, names, what), "row")
 
 
 SORT_LENGTH, BOS = 8, 10
@@ -1914,13 +1799,9 @@ def sort_accuracy(ref, state, seed) -> float:
     return float((pred == tgt).all(dim=1).double().mean())
 
 
-def reference_sort(ref) -> float:
-    return threshold_run(ref, "sort")["figure"]
-
-
 @reference_result("sort")
 def reference_sort_result(ref) -> float:
-    return reference_sort(ref)
+    return threshold_run(ref, "sort")["figure"]
 
 
 @reference_result("sort-start")
@@ -1948,7 +1829,8 @@ def trained_seq2seq(t, src, tgt, what) -> dict:
     args = (t.student.put(src, "sources"), t.student.put(tgt, "sorted targets"), SORT_CONFIG)
     short, label = dict(settings, steps=FIRST_STEPS), f"{what}, steps={FIRST_STEPS}"
     first = checked_names(train_seq2seq_from(t, args, short, init, label), names, label)
-    assert_first_steps(first, grader_seq2seq_steps(t.ref, SORT_CONFIG, short, init, src, tgt, FIRST_STEPS), label)
+    assert_same_steps(first, grader_seq2seq_steps(t.ref, SORT_CONFIG, short, init, src, tgt, FIRST_STEPS), label,
+                      FIRST_STEPS_FROM)
     state = checked_names(train_seq2seq_from(t, args, settings, init, what), names, what)
     assert_descends(init, state, start_of(t, "sort"), what, least=START_LEAST, mean=START_MEAN)
     return state
@@ -1967,7 +1849,7 @@ def seq2seq_sorting(t):
 def judge_sorting(t, what: str, accuracy: float) -> None:
     """Q8's verdict on the held-out exact match, in fixed words: the rule and its side, never the figure
     (it comes from weights the student's code chose, on held-out strings: an oracle on them, issue 30)."""
-    needed = t.cached("sort", lambda: reference_sort(t.ref)) - SORT_MARGIN
+    needed = t.cached("sort", lambda: reference_sort_result(t.ref)) - SORT_MARGIN
     line = (f"Exact-match accuracy (decoded by the grader) on {SORT_EVAL} fresh strings, against the reference's "
             f"after the same training minus {SORT_MARGIN}")
     if not accuracy >= needed:

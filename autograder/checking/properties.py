@@ -72,6 +72,7 @@ class Sample:
     reference: object = None  # the trusted callable for this sample, when not the function's
     tol: tuple | None = None  # (rtol, atol) of the comparison; default: by the inputs' float dtype
     dtype: torch.dtype | None = None  # of the float outputs; default: the float inputs' (None: unchecked)
+    hint: str = ""  # what to look at when this sample fails (default: the property's HINTS)
 
 
 @dataclass(frozen=True)
@@ -256,7 +257,7 @@ def check_sample(graded: Graded, prop: str, sample: Sample) -> None:
     try:
         compare(got, expected, "the output", tolerance(sample))
     except CheckFailed as exc:
-        raise failure(prop, graded, sample, str(exc) + HINTS.get(prop, "")) from None
+        raise failure(prop, graded, sample, str(exc) + (sample.hint or HINTS.get(prop, ""))) from None
     want = sample.dtype or float_dtype((sample.args, sample.kwargs))
     for out in got if isinstance(got, (tuple, list)) else [got]:
         if want is not None and isinstance(out, torch.Tensor) and out.is_floating_point() and out.dtype != want:
@@ -440,9 +441,21 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[-1][:200] if text.strip() else "no message"
 
 
-def run_pure(t, name: str, call, reference, label: str, args: tuple, kwargs: dict | None = None) -> None:
+def run_pure(t, name: str, call, reference, label: str, args: tuple, kwargs: dict | None = None,
+             device: bool = False) -> None:
     """The `inputs` and `generator` properties of one ordinary call of `call` (a function or module that takes
     tensors and does not sample): its arguments unchanged, its output the reference's, torch's global
-    generator left alone. For the many functions whose other properties are checked by hand."""
-    run(t, Graded(name, call, reference, {"inputs": [Sample(label, tuple(args), dict(kwargs or {}))]}),
-        ("inputs", "generator"))
+    generator left alone; with `device`, the same call on a simulated non-CPU device too. For the many
+    functions whose other properties are checked by hand."""
+    args, kwargs = tuple(args), dict(kwargs or {})
+    samples = {"inputs": [Sample(label, args, kwargs)]}
+    if device:
+        samples["device"] = [OnDevice(label, args, kwargs)]
+    run(t, Graded(name, call, reference, samples), ("inputs", "generator", "device"))
+
+
+def run_device(t, name: str, call, label: str, args: tuple, kwargs: dict | None = None, **options) -> None:
+    """The `device` property alone, of one call of `call` (`options`: OnDevice's), for a function whose
+    values are checked by hand (a training loop, a sampler)."""
+    run(t, Graded(name, call, None, {"device": [OnDevice(label, tuple(args), dict(kwargs or {}), **options)]}),
+        ("device",))

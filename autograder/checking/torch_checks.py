@@ -238,9 +238,11 @@ def assert_param_grads(module, ref_module: torch.nn.Module, args: list, what: st
 
 
 # ---- properties -------------------------------------------------------------------------------
-def assert_causal(call, x: torch.Tensor, what: str, *, time_dim: int = 1, positions=None, rng=None) -> None:
-    """Changing inputs after position p never changes outputs at positions <= p."""
-    base = call(x)
+def assert_causal(call, x: torch.Tensor, what: str, *, time_dim: int = 1, positions=None, rng=None,
+                  tol: tuple | None = None) -> None:
+    """Changing inputs after position p never changes outputs at positions <= p (within `tol`, (rtol, atol);
+    default: the input dtype's)."""
+    base, (rtol, atol) = call(x), tol or (None, None)
     T = x.shape[time_dim]
     for p in positions if positions is not None else range(T - 1):
         changed = x.clone()
@@ -252,7 +254,7 @@ def assert_causal(call, x: torch.Tensor, what: str, *, time_dim: int = 1, positi
         keep = [slice(None)] * x.dim()
         keep[time_dim] = slice(0, p + 1)
         try:  # tolerance of the input's dtype: the student's output dtype must not loosen it
-            assert_close(after[tuple(keep)], base[tuple(keep)].to(x.dtype), "")
+            assert_close(after[tuple(keep)], base[tuple(keep)].to(x.dtype), "", rtol=rtol, atol=atol)
         except CheckFailed:
             raise CheckFailed(f"{what}: changing the input after position {p} changed the output at positions "
                               f"0..{p}, so position {p} sees the future. Check the causal mask (True = may attend) "
