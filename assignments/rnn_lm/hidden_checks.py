@@ -32,14 +32,15 @@ from autograder.checking.provenance import assert_descends, start_profile
 from autograder.checking.purity import call_pure, call_twice
 from autograder.checking.reference_results import reference_result
 from autograder.checking.remote import StudentError
-from autograder.checking.torch_checks import (MODULE_TOLERANCES, assert_device_agnostic,
-                                     gradcheck, load_weights, output, randn)
+from autograder.checking.torch_checks import (MODULE_TOLERANCES, assert_module_close, gradcheck, load_weights, output,
+                                              randn, reference_module)
 from autograder.errors import CheckFailed
 
 F32, F64 = torch.float32, torch.float64
 DTYPES = (F32, F64)
 GATES = {"rnn": 1, "lstm": 4, "gru": 3}
 BUILTIN = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
+BUILTIN_CELL = {"rnn": nn.RNNCell, "lstm": nn.LSTMCell, "gru": nn.GRUCell}
 CELL = {"rnn": "RNNCell", "lstm": "LSTMCell", "gru": "GRUCell"}
 LAYER = {"rnn": "RNNLayer", "lstm": "LSTMLayer", "gru": "GRULayer"}
 
@@ -105,12 +106,9 @@ def make_module(t, cls, args: tuple, state: dict, dtype, **kwargs):
 
 
 def builtin_layer(kind: str, weights: dict, d: int, H: int, prefix: str = "") -> nn.Module:
-    """PyTorch's nn.RNN / nn.LSTM / nn.GRU (float64, batch first) holding the same weights."""
-    module = BUILTIN[kind](d, H, batch_first=True, dtype=F64)
-    with torch.no_grad():
-        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-            getattr(module, f"{name}_l0").copy_(weights[prefix + name])
-    return module
+    """PyTorch's nn.RNN / nn.LSTM / nn.GRU (float64, batch first) holding the same float32 weights."""
+    names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    return reference_module(BUILTIN[kind](d, H, batch_first=True), {f"{n}_l0": weights[prefix + n] for n in names}, F64)
 
 
 def run_builtin(kind: str, weights: dict, x, state, prefix: str = ""):
@@ -133,14 +131,9 @@ def assert_state_close(got, expected, what: str, dtype, kind: str) -> None:
     if kind == "lstm":
         got = parts(got, 2, what + " state (h, c)")
         for g, e, name in zip(got, expected, ("h", "c")):
-            assert_close_mod(output(g, None, what), e, f"{what} final {name}", dtype)
+            assert_module_close(output(g, None, what), e, f"{what} final {name}", dtype)
     else:
-        assert_close_mod(output(got, None, what), expected, what + " final state", dtype)
-
-
-def assert_close_mod(got, expected, what: str, dtype) -> None:
-    rtol, atol = MODULE_TOLERANCES[dtype]
-    assert_close(got, expected, what, rtol=rtol, atol=atol)
+        assert_module_close(output(got, None, what), expected, what + " final state", dtype)
 
 
 def assert_param_grads(module, ref_module: nn.Module, args: list, what: str, *, rng, output_index=None) -> None:
@@ -162,16 +155,14 @@ def assert_param_grads(module, ref_module: nn.Module, args: list, what: str, *, 
         assert_close(got_grads[name], grad, f"{what}: gradient of `{name}`", rtol=1e-7, atol=1e-9)
 
 
-def device_note(t, call, args, what: str) -> None:
-    """Fail when the call breaks on a (simulated) non-CPU device in float32 or float64 (fail-only)."""
-    assert_device_agnostic(call, args, what)
+D = properties.OnDevice  # a call for the matrix's `device` property (fail-only)
+IN_FLOAT64 = dict(follows_dtype=False, dtypes=("float64",))  # a model passed in sets the dtype: decoders, trainings
 
 
-def default_device_probe(call, args: list, what: str, **kwargs) -> None:
-    """Fail when `call`, given a model and data on a (simulated) non-CPU device, breaks there or
-    computes other values than on the CPU (fail-only): decoders, training loops, `hidden_grad_norms`,
-    in float64 like the model."""
-    assert_device_agnostic(call, args, what, follows_dtype=False, dtypes=("float64",), **kwargs)
+def on_device(t, name: str, call, *probes: properties.OnDevice) -> None:
+    """The matrix's `device` property of `call` on each probe, for a function whose other properties are
+    checked by hand: on a simulated non-CPU device it runs and gives the values of the same run on the CPU."""
+    properties.run(t, properties.Graded(name, call, None, {"device": list(probes)}), ("device",))
 
 
 def random_state(t, kind: str, B: int, H: int, dtype):
@@ -197,11 +188,7 @@ def cell_vs_builtin(t, kind: str) -> None:
             for value in (got if kind == "lstm" else [got]):
                 assert_shape(value, (B, H), what)
                 assert_dtype(value, name_of(dtype), what)
-    device_note(t, cell, [randn(t, 2, d, dtype=dtype), random_state(t, kind, 2, H, dtype)], f"{name}({d}, {H})(x, state)")
     properties.run(t, cell_matrix(t, kind))
-
-
-BUILTIN_CELL = {"rnn": nn.RNNCell, "lstm": nn.LSTMCell, "gru": nn.GRUCell}
 
 
 def cell_matrix(t, kind: str) -> properties.Graded:
@@ -209,11 +196,10 @@ def cell_matrix(t, kind: str) -> properties.Graded:
 
     Pre-activations of hundreds in float32 (x of about 100) and thousands in float64 (about 1000), both
     signs: tanh written as 1 - 2/(exp(2z) + 1) or sigmoid as 1/(1 + exp(-z)) is right forward there and
-    NaN backward; (exp(2z) - 1)/(exp(2z) + 1) is NaN forward."""
+    NaN backward; (exp(2z) - 1)/(exp(2z) + 1) is NaN forward. Device: a batch at ordinary scale."""
     name, (B, d, H) = CELL[kind], (2, 3, 4)
     weights = cell_weights(t, kind, d, H)
-    reference = BUILTIN_CELL[kind](d, H, dtype=F64)
-    reference.load_state_dict({k: v.double() for k, v in weights.items()})
+    reference = reference_module(BUILTIN_CELL[kind](d, H), weights, F64)
     samples = []
     for dtype, scale in ((F32, 100.0), (F64, 1000.0)):
         cell = make_module(t, getattr(t.student, name), (d, H), weights, dtype)
@@ -223,7 +209,8 @@ def cell_matrix(t, kind: str) -> properties.Graded:
             for index in ((0, 1) if kind == "lstm" else (None,)):
                 samples.append(properties.Sample(label + ("" if index is None else f", output {'hc'[index]}"),
                                                  (sign * x, state), wrt=(0,), output_index=index, call=cell))
-    return properties.Graded(f"{name}({d}, {H})", None, reference, {"extremes": samples})
+    probe = D(f"x ({B}, {d}), a state", (randn(t, B, d), random_state(t, kind, B, H, F64)), call=cell)
+    return properties.Graded(f"{name}({d}, {H})", None, reference, {"extremes": samples, "device": [probe]})
 
 
 def layer_vs_builtin(t, kind: str) -> None:
@@ -241,10 +228,10 @@ def layer_vs_builtin(t, kind: str) -> None:
                 expected_out, expected_final = run_builtin(kind, weights, x, state, "cell.")
                 assert_shape(output(outputs, None, what), (B, T, H), what + " outputs")
                 assert_dtype(outputs, name_of(dtype), what + " outputs")
-                assert_close_mod(outputs, expected_out, what + " outputs", dtype)
+                assert_module_close(outputs, expected_out, what + " outputs", dtype)
                 assert_state_close(final, expected_final, what, dtype, kind)
-    layer = make_module(t, getattr(t.student, name), (d, H), weights, F32)
-    device_note(t, layer, [randn(t, 2, 3, d, dtype=F32)], f"{name}({d}, {H})(x)")
+    on_device(t, f"{name}({d}, {H})", make_module(t, getattr(t.student, name), (d, H), weights, F32),
+              D(f"x (2, 3, {d})", (randn(t, 2, 3, d, dtype=F32),)))
 
 
 def layer_gradients(t, kind: str) -> None:
@@ -253,13 +240,9 @@ def layer_gradients(t, kind: str) -> None:
     layer = make_module(t, getattr(t.student, LAYER[kind]), (d, H), weights, F64)
     x, state = randn(t, B, T, d), random_state(t, kind, B, H, F64)
     what = f"{LAYER[kind]}({d}, {H}) on x ({B}, {T}, {d}) with an initial state"
-    if kind == "lstm":
-        gradcheck(layer, [x, state], [0], what + ", outputs w.r.t. x", output_index=0)
-    else:
-        gradcheck(layer, [x, state], [0, 1], what + ", outputs w.r.t. x and h0", output_index=0)
-    ref = getattr(t.ref, LAYER[kind])(d, H)
-    ref.load_state_dict(weights)
-    ref = ref.double()
+    wrt = [0] if kind == "lstm" else [0, 1]  # an LSTM's state is a pair (h, c)
+    gradcheck(layer, [x, state], wrt, what + f", outputs w.r.t. x{'' if kind == 'lstm' else ' and h0'}", output_index=0)
+    ref = reference_module(getattr(t.ref, LAYER[kind])(d, H), weights, F64)
     properties.run_pure(t, f"{LAYER[kind]}({d}, {H})", layer, ref, f"x ({B}, {T}, {d}), a state, float64", (x, state))
     assert_param_grads(layer, ref, [x, state], what, rng=t.rng, output_index=0)
     cell_w = {k.removeprefix("cell."): v for k, v in weights.items()}
@@ -370,13 +353,12 @@ def rnnlm_forward_hidden(t):
                     logits, final = parts(got, 2, what)
                     expected, expected_final = lm_logits(kind, weights, tokens, state)
                     assert_shape(output(logits, None, what), (B, T, V), what + " logits")
-                    assert_close_mod(logits, expected, what + " logits", dtype)
+                    assert_module_close(logits, expected, what + " logits", dtype)
                     assert_state_close(final, expected_final, what, dtype, kind)
-    model = student_lm(t, kind, V, E, H, weights, F64)
-    properties.run_pure(t, f"RNNLM({V}, {E}, {H}, layer={LAYER[kind]}) in float64", model,
+    name = f"RNNLM({V}, {E}, {H}, layer={LAYER[kind]})"
+    properties.run_pure(t, name + " in float64", student_lm(t, kind, V, E, H, weights, F64),
                         lambda tokens: lm_logits(kind, weights, tokens), "tokens (2, 5)", (random_tokens(t, 2, 5, V),))
-    model = student_lm(t, kind, V, E, H, weights, F32)
-    device_note(t, model, [random_tokens(t, 2, 3, V)], f"RNNLM({V}, {E}, {H})(tokens)")
+    on_device(t, name, student_lm(t, kind, V, E, H, weights, F32), D("tokens (2, 3)", (random_tokens(t, 2, 3, V),)))
 
 
 @check(3, 1.5, "RNNLM with tie_weights=True: one shared (V, d) matrix, its gradient from both uses",
@@ -389,10 +371,8 @@ def rnnlm_tied(t):
     tokens = random_tokens(t, 2, 4, V)
     what = f"RNNLM({V}, {E}, {E}, tie_weights=True)(tokens (2, 4))"
     logits, _ = parts(model(tokens), 2, what)
-    assert_close_mod(logits, lm_logits("lstm", weights, tokens)[0], what + " logits", F64)
-    ref = t.ref.RNNLM(V, E, E, layer=t.ref.LSTMLayer, tie_weights=True)
-    ref.load_state_dict(weights)
-    ref = ref.double()
+    assert_module_close(logits, lm_logits("lstm", weights, tokens)[0], what + " logits", F64)
+    ref = reference_module(t.ref.RNNLM(V, E, E, layer=t.ref.LSTMLayer, tie_weights=True), weights, F64)
     assert_param_grads(model, ref, [tokens], what, rng=t.rng, output_index=0)
     grads = model.vjp([tokens], [], torch.ones(2, 4, V, dtype=F64), output_index=0).get("param_grads", {})
     if "proj.weight" in grads:
@@ -439,19 +419,12 @@ def toy_weights(t, V: int, d: int) -> dict:
 
 
 def toy_reference(t, V: int, d: int, weights: dict, dtype=F64):
-    module = t.ref.ToyRecurrentLM(V, d)
-    module.load_state_dict(weights)
-    return module.to(dtype)
-
-
-def true_lm_loss(ref, tokens, pad_id) -> torch.Tensor:
-    """The grader's masked mean cross-entropy in float64 (log-sum-exp: stable at any logit size)."""
-    with torch.no_grad():
-        return lm_loss_truth(ref, tokens, pad_id)
+    return reference_module(t.ref.ToyRecurrentLM(V, d), weights, dtype)
 
 
 def lm_loss_truth(ref, tokens, pad_id) -> torch.Tensor:
-    """The same with autograd on: the reference side of lm_loss's gradients at extreme logits."""
+    """The grader's masked mean cross-entropy in float64 (log-sum-exp: stable at any logit size); with autograd
+    on, the reference side of lm_loss's gradients at extreme logits."""
     V = ref.proj.out_features
     logits, _ = ref(tokens[:, :-1])
     targets = tokens[:, 1:].reshape(-1)
@@ -487,29 +460,25 @@ def lm_loss_hidden(t):
                 raise CheckFailed(f"{what} should return the loss as a 0-dim tensor, got {type(got).__name__}: "
                                   "a Python number cannot be backpropagated (do not call .item() or float()).")
             assert_shape(got, (), what)
-            assert_close_mod(got, true_lm_loss(ref, tokens, pad_id), what, dtype)
-    # a confident model: logits of thousands, where -log(softmax(z)[target]) is -log(0) = inf
-    loud = dict(weights, **{"proj.weight": weights["proj.weight"] * LOUD})
-    tokens = padded_tokens(t, [6, 4, 3], V, 0)
-    for dtype in DTYPES:
-        model = make_module(t, t.student.ToyRecurrentLM, (V, d), loud, dtype)
-        what = (f"lm_loss(ToyRecurrentLM({V}, {d}) with logits of about a thousand, tokens {tuple(tokens.shape)}, "
-                f"pad_id=0, {name_of(dtype)})")
-        got = output(call_pure(t.student.lm_loss, model, tokens, pad_id=0, what=what), None, what)
-        assert_close_mod(got, true_lm_loss(toy_reference(t, V, d, loud), tokens, 0),
-                         what + " (an infinite loss means log of an underflowed softmax: use F.cross_entropy or "
-                                "log_softmax)", dtype)
-    # and its gradients there (w.r.t. the model's parameters): a loss right forward can be NaN backward
-    properties.run(t, properties.Graded("lm_loss", t.student.lm_loss, lm_loss_truth, {"extremes": [properties.Sample(
-        f"ToyRecurrentLM({V}, {d}) with logits of about a thousand, tokens {tuple(tokens.shape)} padded, pad_id=0, "
-        "float64", (properties.Both(model, toy_reference(t, V, d, loud)), tokens, 0))]}), ("extremes",))
+            assert_module_close(got, lm_loss_truth(ref, tokens, pad_id).detach(), what, dtype)
     positional = t.student.lm_loss(model, cases[1][1], 0)
-    assert_close_mod(positional, call_pure(t.student.lm_loss, model, cases[1][1], pad_id=0), "lm_loss(model, tokens, 0) "
+    assert_module_close(positional, call_pure(t.student.lm_loss, model, cases[1][1], pad_id=0), "lm_loss(model, tokens, 0) "
                      "(pad_id given by position)", F64)
-    properties.run_pure(t, "lm_loss", t.student.lm_loss, true_lm_loss, "ToyRecurrentLM in float64, tokens (4, 6) padded, "
-                        "pad_id=0", (properties.Both(model, toy_reference(t, V, d, loud)), cases[1][1]), {"pad_id": 0})
-    for pad_id, tokens in cases[:2]:
-        device_note(t, t.student.lm_loss, [model, tokens, pad_id], f"lm_loss(ToyRecurrentLM, tokens, pad_id={pad_id})")
+    # the matrix: logits of about a thousand (-log(softmax(z)[target]) is -log(0) = inf), the loss in float32
+    # (forward only: no model on the reference's side) and in float64 with its gradients w.r.t. the parameters,
+    # against the grader's float64 loss; inputs and devices on the cases without padding and with pad_id=0
+    loud = dict(weights, **{"proj.weight": weights["proj.weight"] * LOUD})
+    tokens, loud_ref, toy = padded_tokens(t, [6, 4, 3], V, 0), toy_reference(t, V, d, loud), t.student.ToyRecurrentLM
+    label, S, Both = f"ToyRecurrentLM({V}, {d}) with logits of about a thousand, tokens (3, 6) padded, pad_id=0", \
+        properties.Sample, properties.Both
+    extremes = [S(label + ", float32", (Both(make_module(t, toy, (V, d), loud, F32), None), tokens, 0),
+                  reference=lambda _, *rest: lm_loss_truth(loud_ref, *rest), tol=MODULE_TOLERANCES[F32]),
+                S(label + ", float64", (Both(make_module(t, toy, (V, d), loud, F64), loud_ref), tokens, 0))]
+    (_, plain), (_, padded) = cases[:2]
+    properties.run(t, properties.Graded("lm_loss", t.student.lm_loss, lm_loss_truth, {"extremes": extremes, "inputs": [
+        S(f"ToyRecurrentLM({V}, {d}) in float64, tokens (4, 6) padded, pad_id=0", (Both(model, ref), padded),
+          {"pad_id": 0})], "device": [D(f"ToyRecurrentLM({V}, {d}), tokens (3, 6), pad_id=None", (model, plain, None)),
+                   D(f"ToyRecurrentLM({V}, {d}), tokens (4, 6) padded, pad_id=0", (model, padded, 0))]}))
 
 
 # ---- Q4: truncated BPTT -----------------------------------------------------------------------
@@ -526,7 +495,7 @@ def batchify_hidden(t):
         L = N // B
         assert_dtype(got, "int64", what)
         assert_equal(output(got, None, what).tolist(), stream[:B * L].view(B, L).tolist(), what)
-    device_note(t, t.student.batchify, [stream, 3], "batchify(stream, 3)")
+    on_device(t, "batchify", t.student.batchify, D(f"stream ({N},), 3", (stream, 3)))
 
 
 @check(4, 1, "get_chunk: inputs and targets one apart, a short last chunk, bptt longer than the data",
@@ -539,7 +508,7 @@ def get_chunk_hidden(t):
         n = min(bptt, 10 - i)
         assert_equal(output(inputs, None, what).tolist(), data[:, i:i + n].tolist(), what + " inputs")
         assert_equal(output(targets, None, what).tolist(), data[:, i + 1:i + 1 + n].tolist(), what + " targets")
-    device_note(t, t.student.get_chunk, [data, 2, 4], "get_chunk(data, 2, 4)")
+    on_device(t, "get_chunk", t.student.get_chunk, D("data (3, 11), 2, 4", (data, 2, 4)))
 
 
 @check(4, 1, "detach_state: same values and types for a tensor, an (h, c) pair and None; no gradient through it; "
@@ -557,8 +526,7 @@ def detach_state_hidden(t):
         assert_close(output(g, None, "detach_state((h, c))"), e, f"detach_state((h, c)) {name}", rtol=0, atol=0)
     if t.student.detach_state(None) is not None:
         raise CheckFailed("detach_state(None) should return None (the state before the first chunk).")
-    device_note(t, t.student.detach_state, [h], "detach_state(h)")
-    device_note(t, t.student.detach_state, [(h, c)], "detach_state((h, c))")
+    on_device(t, "detach_state", t.student.detach_state, D("h (2, 5)", (h,)), D("(h, c), each (2, 5)", ((h, c),)))
     try:  # fail-only: with the history cut, backward through the call has nothing to reach
         got = t.student.detach_state.vjp([h], [0], torch.ones(2, 5, dtype=F64))
     except StudentError:
@@ -645,24 +613,36 @@ def float_list(value, n: int, what: str) -> np.ndarray:
     return np.array(value, dtype=np.float64)
 
 
-def tbptt_case(t, V, d, N, settings: dict, what: str, weights=None, student_weights=None):
-    """The student's train_lm on the given ToyRecurrentLM against the reference's, same weights and stream."""
-    weights = weights or toy_weights(t, V, d)
+def spelled(settings: dict) -> str:
+    """Keyword arguments as a caller writes them: "steps=2, lr=0.5"."""
+    return ", ".join(f"{k}={v}" for k, v in settings.items())
+
+
+def assert_trained_like(state, reference: nn.Module, what: str, rtol: float = 1e-6, after: str = "after training"):
+    """Every weight a training left (`state`, the student's model's state_dict) equals the reference's after the
+    same steps from the same weights."""
+    got = checked_state(state, reference.state_dict(), what)
+    for name, value in reference.state_dict().items():
+        assert_close(got[name], value, f"{what}: `{name}` {after}", rtol=rtol, atol=1e-9)
+
+
+def assert_same_steps(losses, model, reference: nn.Module, expected: list, what: str, rtol: float = 1e-6) -> None:
+    """Exact steps: the losses a training function returned and the weights it left are the reference's."""
+    losses = float_list(losses, len(expected), what)
+    assert_close(losses, np.array(expected), f"{what}: the loss of each step", rtol=1e-7, atol=1e-9)
+    assert_trained_like(model.state_dict(), reference, what, rtol)
+
+
+def tbptt_case(t, V: int, d: int, N: int, settings: dict, weights: dict, about: str = "", why: str = "") -> None:
+    """The student's train_lm on the given ToyRecurrentLM against the reference's, same weights and stream
+    (`about` the weights, `why` a failure's likely cause)."""
     stream = torch.from_numpy(t.rng.integers(0, V, size=N))
+    what = f"train_lm(ToyRecurrentLM({V}, {d}){about}, stream ({N},), {spelled(settings)}){why}"
     model = make_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64)
     with library_advice(TBPTT_USES):  # an undetached carried state: PyTorch's "backward ... a second time"
         losses = call_pure(t.student.train_lm, model, stream, what=what, **settings)
     ref = toy_reference(t, V, d, weights)
-    expected_losses = t.ref.train_lm(ref, stream, **settings)
-    losses = float_list(losses, settings["steps"], what)
-    assert_close(losses, np.array(expected_losses), f"{what}: the loss of each step", rtol=1e-7, atol=1e-9)
-    state = model.state_dict()
-    if not isinstance(state, dict):
-        raise CheckFailed(f"{what}: model.state_dict() is not a dict after training")
-    for name, value in ref.state_dict().items():
-        if name not in state:
-            raise CheckFailed(f"{what}: the model lost its parameter `{name}`")
-        assert_close(output(state[name], None, what), value, f"{what}: `{name}` after training", rtol=1e-7, atol=1e-9)
+    assert_same_steps(losses, model, ref, t.ref.train_lm(ref, stream, **settings), what, rtol=1e-7)
 
 
 def lstm_tbptt_case(t, V: int, E: int, H: int, N: int, settings: dict) -> None:
@@ -677,14 +657,13 @@ def lstm_tbptt_case(t, V: int, E: int, H: int, N: int, settings: dict) -> None:
     tokens, state = random_tokens(t, 3, 4, V), random_state(t, "lstm", 3, H, F64)
     try:
         logits, _ = parts(model(tokens, state), 2, "RNNLM")
-        assert_close_mod(output(logits, None, "RNNLM"), lm_logits("lstm", weights, tokens, state)[0], "RNNLM", F64)
+        assert_module_close(output(logits, None, "RNNLM"), lm_logits("lstm", weights, tokens, state)[0], "RNNLM", F64)
     except CheckFailed:
         t.note("train_lm with an LSTM's (h, c) state was not tried: your RNNLM with LSTMLayer fails Q2/Q3 "
                "(fix those first).")
         return
     stream = torch.from_numpy(t.rng.integers(0, V, size=N))
-    text = ", ".join(f"{k}={v}" for k, v in settings.items())
-    what = f"train_lm(RNNLM({V}, {E}, {H}, layer=LSTMLayer), stream ({N},), {text})"
+    what = f"train_lm(RNNLM({V}, {E}, {H}, layer=LSTMLayer), stream ({N},), {spelled(settings)})"
     try:
         losses = call_pure(t.student.train_lm, model, stream, what=what, **settings)
     except StudentError as exc:
@@ -693,15 +672,8 @@ def lstm_tbptt_case(t, V: int, E: int, H: int, N: int, settings: dict) -> None:
             text += "\nDetach the carried state with detach_state, which handles tuples."
         raise CheckFailed(f"with an LSTM, whose state is a tuple (h, c) (your RNNLM and LSTMLayer pass their own "
                           f"checks): {text}") from None
-    ref = t.ref.RNNLM(V, E, H, layer=t.ref.LSTMLayer)
-    ref.load_state_dict(weights)
-    ref = ref.double()
-    expected = t.ref.train_lm(ref, stream, **settings)
-    losses = float_list(losses, settings["steps"], what)
-    assert_close(losses, np.array(expected), f"{what}: the loss of each step", rtol=1e-7, atol=1e-9)
-    trained = checked_state(model.state_dict(), ref.state_dict(), what)
-    for name, value in ref.state_dict().items():
-        assert_close(trained[name], value, f"{what}: `{name}` after training", rtol=1e-6, atol=1e-9)
+    ref = reference_module(t.ref.RNNLM(V, E, H, layer=t.ref.LSTMLayer), weights, F64)
+    assert_same_steps(losses, model, ref, t.ref.train_lm(ref, stream, **settings), what)
 
 
 # Positions visited (properties.Reads): a stream whose token ids are their positions, on a ToyRecurrentLM
@@ -712,36 +684,42 @@ WALK_HINT = (" Walk the stream chunk after chunk: each step reads get_chunk(data
              "start over at i = 0 (state None) only when fewer than two tokens are left (i >= L - 1).")
 
 
-def tbptt_reads(t, N: int, settings: dict, checkpoints: tuple) -> properties.Reads:
-    """train_lm's runs of each of `checkpoints` steps over the stream 0, 1, .., N - 1 (`settings` without steps)."""
-    V, d = N, 3
-    weights, stream = toy_weights(t, V, d), torch.arange(N)
-    B = settings["batch_size"]
-    text = ", ".join(f"{k}={v}" for k, v in settings.items())
-    label = (f"ToyRecurrentLM({V}, {d}), stream 0, 1, .., {N - 1} (each position its own token id; batchify gives "
-             f"{B} row(s) of {N // B}: row b holds positions {N // B}b onwards), {text}, runs of "
-             f"{', '.join(map(str, checkpoints))} steps")
-
+def embedding_reads(t, fn: str, label: str, models: tuple, weights: dict, table: str, data: tuple, settings: dict,
+                    checkpoints: tuple, hint: str, rows: slice = slice(None)) -> properties.Reads:
+    """`fn`'s runs (the student's, the reference's) of each of `checkpoints` steps from fresh `models` (makers of the
+    student's model and of the reference's, holding `weights`): the `rows` of the embedding `table` they leave."""
     def student_table(k: int):
-        model = make_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64)
-        t.student.train_lm(model, stream, steps=k, **settings)
+        model = models[0]()
+        getattr(t.student, fn)(model, *data, steps=k, **settings)
         state = model.state_dict()
-        table = state.get("embedding.weight") if isinstance(state, dict) else None
-        return table if isinstance(table, torch.Tensor) and tuple(table.shape) == (V, d) else None
+        got = state.get(table) if isinstance(state, dict) else None
+        return got[rows] if isinstance(got, torch.Tensor) and got.shape == weights[table].shape else None
 
     def reference_table(k: int):
-        model = toy_reference(t, V, d, weights)
-        t.ref.train_lm(model, stream, steps=k, **settings)
-        return model.embedding.weight.detach()
+        model = models[1]()
+        getattr(t.ref, fn)(model, *data, steps=k, **settings)
+        return model.state_dict()[table].detach()[rows]
 
-    return properties.Reads(label, weights["embedding.weight"].to(F64), student_table, checkpoints[-1],
-                            reference=reference_table, hint=WALK_HINT, checkpoints=checkpoints)
+    return properties.Reads(label, weights[table][rows].to(F64), student_table, checkpoints[-1],
+                            reference=reference_table, hint=hint, checkpoints=checkpoints)
 
 
-def tbptt_positions(t, *samples: tuple) -> None:
-    """The positions property of train_lm on each (N, settings, checkpoints) of `samples`."""
-    reads = [tbptt_reads(t, N, settings, checkpoints) for N, settings, checkpoints in samples]
-    properties.run(t, properties.Graded("train_lm", t.student.train_lm, t.ref.train_lm, {"positions": reads}),
+def tbptt_reads(t, N: int, settings: dict, checkpoints: tuple) -> properties.Reads:
+    """train_lm's runs of each of `checkpoints` steps over the stream 0, 1, .., N - 1 (`settings` without steps)."""
+    V, d, B = N, 3, settings["batch_size"]
+    weights = toy_weights(t, V, d)
+    label = (f"ToyRecurrentLM({V}, {d}), stream 0, 1, .., {N - 1} (each position its own token id; batchify gives "
+             f"{B} row(s) of {N // B}: row b holds positions {N // B}b onwards), {spelled(settings)}, runs of "
+             f"{', '.join(map(str, checkpoints))} steps")
+    models = (lambda: make_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64),
+              lambda: toy_reference(t, V, d, weights))
+    return embedding_reads(t, "train_lm", label, models, weights, "embedding.weight", (torch.arange(N),), settings,
+                           checkpoints, WALK_HINT)
+
+
+def positions(t, fn: str, *reads: properties.Reads) -> None:
+    """The matrix's positions property of the training function `fn` on each of `reads`."""
+    properties.run(t, properties.Graded(fn, getattr(t.student, fn), getattr(t.ref, fn), {"positions": list(reads)}),
                    ("positions",))
 
 
@@ -754,25 +732,19 @@ def tbptt_positions(t, *samples: tuple) -> None:
 def train_lm_exact(t):
     # every step of a short stream (L = 14: chunks at 0, 4, 8, a short one of 1 at 12, then the wrap-around at
     # steps 5 and 6), and a long one in stretches of 10 steps (L = 200: 40 chunks, the last of 4, then 2 more)
-    tbptt_positions(t, (43, dict(lr=0.5, batch_size=3, bptt=4, clip=1.0), tuple(range(1, 7))),
-                    (600, dict(lr=0.5, batch_size=3, bptt=5, clip=1.0), (10, 20, 30, 40, 42)))
+    positions(t, "train_lm", tbptt_reads(t, 43, dict(lr=0.5, batch_size=3, bptt=4, clip=1.0), tuple(range(1, 7))),
+              tbptt_reads(t, 600, dict(lr=0.5, batch_size=3, bptt=5, clip=1.0), (10, 20, 30, 40, 42)))
     V, d = 7, 5
     weights = toy_weights(t, V, d)
     # a degenerate stream: one chunk per pass, so every step sees the same batch from a fresh state
-    tbptt_case(t, V, d, 16, dict(steps=2, lr=0.5, batch_size=3, bptt=4, clip=1e6),
-               "train_lm(ToyRecurrentLM(7, 5), stream (16,), steps=2, lr=0.5, batch_size=3, bptt=4, clip=1e6)", weights)
+    tbptt_case(t, V, d, 16, dict(steps=2, lr=0.5, batch_size=3, bptt=4, clip=1e6), weights)
     for steps in (1, 2, 4):
-        settings = dict(steps=steps, lr=0.3, batch_size=3, bptt=4, clip=0.05)
-        text = ", ".join(f"{k}={v}" for k, v in settings.items())
-        tbptt_case(t, V, d, 35, settings, f"train_lm(ToyRecurrentLM(7, 5), stream (35,), {text})", weights)
-    loud = dict(weights, **{"proj.weight": weights["proj.weight"] * LOUD})
+        tbptt_case(t, V, d, 35, dict(steps=steps, lr=0.3, batch_size=3, bptt=4, clip=0.05), weights)
     tbptt_case(t, V, d, 35, dict(steps=3, lr=0.3, batch_size=3, bptt=4, clip=0.05),
-               "train_lm(ToyRecurrentLM(7, 5) with logits of about a thousand, stream (35,), steps=3, lr=0.3, "
-               "batch_size=3, bptt=4, clip=0.05) (an infinite loss: log of an underflowed softmax; use F.cross_entropy)",
-               loud)
-    tbptt_case(t, V, d, 35, dict(steps=2, lr=0.0, batch_size=3, bptt=4, clip=0.05),
-               "train_lm(ToyRecurrentLM(7, 5), stream (35,), steps=2, lr=0.0, batch_size=3, bptt=4, clip=0.05) "
-               "(lr=0.0 leaves the weights as they are)", weights)
+               dict(weights, **{"proj.weight": weights["proj.weight"] * LOUD}), " with logits of about a thousand",
+               " (an infinite loss: log of an underflowed softmax; use F.cross_entropy)")
+    tbptt_case(t, V, d, 35, dict(steps=2, lr=0.0, batch_size=3, bptt=4, clip=0.05), weights,
+               why=" (lr=0.0 leaves the weights as they are)")
     lstm_tbptt_case(t, 7, 4, 5, 35, dict(steps=4, lr=0.3, batch_size=3, bptt=4, clip=0.05))
 
 
@@ -780,11 +752,11 @@ def train_lm_exact(t):
              "visited: one new position a step, then the wrap-around)",
        uses=TBPTT_USES)
 def train_lm_repeatable(t):
-    tbptt_positions(t, (9, dict(lr=0.5, batch_size=1, bptt=1, clip=1.0), tuple(range(1, 11))))  # 0 .. 7, then 0, 1
+    # positions 0 .. 7, then 0, 1
+    positions(t, "train_lm", tbptt_reads(t, 9, dict(lr=0.5, batch_size=1, bptt=1, clip=1.0), tuple(range(1, 11))))
     V, d = 6, 3
     weights = toy_weights(t, V, d)
-    tbptt_case(t, V, d, 9, dict(steps=5, lr=0.2, batch_size=1, bptt=1, clip=0.3),
-               "train_lm(ToyRecurrentLM(6, 3), stream (9,), steps=5, lr=0.2, batch_size=1, bptt=1, clip=0.3)", weights)
+    tbptt_case(t, V, d, 9, dict(steps=5, lr=0.2, batch_size=1, bptt=1, clip=0.3), weights)
     stream = torch.from_numpy(t.rng.integers(0, V, size=40))
     runs = []
     for _ in range(2):
@@ -794,22 +766,18 @@ def train_lm_repeatable(t):
     assert_close(as_array(runs[1], "train_lm losses")[0], as_array(runs[0], "train_lm losses")[0],
                  "train_lm twice from the same weights: the losses of the second run", rtol=0, atol=0)
     # the model on a non-CPU device, the stream on the CPU where a caller keeps it: the loop moves what it feeds
-    default_device_probe(t.student.train_lm, [make_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64), stream],
-                         "train_lm(ToyRecurrentLM on a device, stream (40,) on the CPU, steps=3)", move_data=False,
-                         kwargs=dict(steps=3, lr=0.1, batch_size=2, bptt=5, clip=1.0))
+    model = make_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64)
+    on_device(t, "train_lm", t.student.train_lm, D("ToyRecurrentLM on the device, stream (40,) on the CPU, steps=3",
+              (model, stream), dict(steps=3, lr=0.1, batch_size=2, bptt=5, clip=1.0), move_data=False, **IN_FLOAT64))
 
 
 # ---- Q5: gradient norms through time ----------------------------------------------------------
-BUILTIN_CELL = {"rnn": nn.RNNCell, "lstm": nn.LSTMCell, "gru": nn.GRUCell}
 
 
 def true_grad_norms(kind: str, weights: dict, x, state) -> torch.Tensor:
     """The grader's norms of d(sum h_T)/d h_t, with PyTorch's own cell holding the same weights (float64)."""
     d, H = x.shape[-1], weights["weight_hh"].shape[1]
-    cell = BUILTIN_CELL[kind](d, H, dtype=F64)
-    with torch.no_grad():
-        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-            getattr(cell, name).copy_(weights[name])
+    cell = reference_module(BUILTIN_CELL[kind](d, H), weights, F64)
     x = x.double()
     if state is None:
         zeros = x.new_zeros(x.shape[0], H)
@@ -851,10 +819,9 @@ def hidden_grad_norms_hidden(t):
             assert_shape(output(got, None, what), (steps,), what)
             assert_dtype(got, "float64", what + " (float64 inputs and weights)")
             assert_close(got, true_grad_norms(kind, weights, x, state), what, rtol=1e-6, atol=1e-12)
-    for kind in ("rnn", "lstm"):
-        cell = make_module(t, getattr(t.student, CELL[kind]), (d, H), cell_weights(t, kind, d, H), F64)
-        default_device_probe(t.student.hidden_grad_norms, [cell, randn(t, B, 4, d)],
-                             f"hidden_grad_norms({CELL[kind]}({d}, {H}), x ({B}, 4, {d}))")
+    on_device(t, "hidden_grad_norms", t.student.hidden_grad_norms, *(D(f"{CELL[kind]}({d}, {H}), x ({B}, 4, {d})", (
+        make_module(t, getattr(t.student, CELL[kind]), (d, H), cell_weights(t, kind, d, H), F64), randn(t, B, 4, d)),
+        **IN_FLOAT64) for kind in ("rnn", "lstm")))
 
 
 # ---- Q6: decoding on grader-made table models -------------------------------------------------
@@ -920,7 +887,8 @@ def decoder_matrix(t, fn: str) -> properties.Graded:
 
     Edges: max_len=0 (no token; beam_search's one empty hypothesis, score 0.0, whatever alpha), a prefix of one
     token, max_len=1, a beam of one. Extremes: logits of thousands with a clear winner in every context, where
-    softmax is one-hot (sampling gives the greedy sequence at any temperature) and exp by hand overflows."""
+    softmax is one-hot (sampling gives the greedy sequence at any temperature) and exp by hand overflows. Device:
+    that table and a ToyRecurrentLM, which embeds the tokens fed to it (ids made on the CPU fail on a GPU)."""
     def model(table):
         return properties.Both(t.student.TableModel(torch.from_numpy(table)), t.ref.TableModel(torch.from_numpy(table)))
     quiet, loud, S = model(random_table(t, 5)), model(loud_table(t, 5)), properties.Sample
@@ -944,8 +912,13 @@ def decoder_matrix(t, fn: str) -> properties.Graded:
         extremes = [S("TableModel (logits of thousands), prefix [1, 2], max_len=5, eos_id=4", (loud, [1, 2], 5, 4))]
     generator = S("TableModel (V = 5), prefix [1, 2], max_len=6, eos_id=4, temperature=1.0, seed=5", (quiet, [1, 2], 6, 4),
                   {"temperature": 1.0, "seed": 5}) if fn == "sample" else None
-    return properties.Graded(fn, getattr(t.student, fn), getattr(t.ref, fn), {"edges": edges, "extremes": extremes},
-                             generator)
+    toy = make_module(t, t.student.ToyRecurrentLM, (5, 3), toy_weights(t, 5, 3), F64)
+    args, shown = (([1], 2, 3, 0), "prefix [1], beam_size=2, max_len=3, eos_id=0") if fn == "beam_search" else \
+        (([1, 2], 3, 4), "prefix [1, 2], max_len=3, eos_id=4")
+    device = [D(f"{label}, {shown}", (m, *args), **IN_FLOAT64)
+              for label, m in (("TableModel (logits of thousands)", loud.student), ("ToyRecurrentLM(5, 3)", toy))]
+    return properties.Graded(fn, getattr(t.student, fn), getattr(t.ref, fn),
+                             {"edges": edges, "extremes": extremes, "device": device}, generator)
 
 
 @check(6, 2, "greedy_decode: whole sequences on random table models, stopping at </s> (eos 0 or 4), max_len, "
@@ -966,10 +939,6 @@ def greedy_hidden(t):
                                        max_len, eos, what=what), what)
             assert_equal(got, grader_greedy(table, prefix, max_len, eos), what)
     properties.run(t, decoder_matrix(t, "greedy_decode"))
-    model = t.student.TableModel(torch.from_numpy(loud_table(t, 5)))
-    default_device_probe(t.student.greedy_decode, [model, [1, 2], 3, 4], "greedy_decode(TableModel, [1, 2], 3, 4)")
-    toy = make_module(t, t.student.ToyRecurrentLM, (5, 3), toy_weights(t, 5, 3), F64)  # embeds its tokens: CPU ids fail on a GPU
-    default_device_probe(t.student.greedy_decode, [toy, [1, 2], 3, 4], "greedy_decode(ToyRecurrentLM, [1, 2], 3, 4)")
 
 
 def chi_square_pvalue(counts: np.ndarray, probs: np.ndarray) -> tuple[float, int]:
@@ -1031,10 +1000,6 @@ def sample_hidden(t):
                  token_list(t.student.sample(model, prefix, 6, eos, 1.0, 0), what),
                  f"sample(TableModel, {prefix}, 6, {eos}) (defaults) vs the same with temperature=1.0, seed=0")
     properties.run(t, decoder_matrix(t, "sample"))
-    loud = t.student.TableModel(torch.from_numpy(loud_table(t, 5)))
-    default_device_probe(t.student.sample, [loud, [1, 2], 3, 4], "sample(TableModel, [1, 2], 3, 4)")
-    toy = make_module(t, t.student.ToyRecurrentLM, (5, 3), toy_weights(t, 5, 3), F64)  # embeds its tokens: CPU ids fail on a GPU
-    default_device_probe(t.student.sample, [toy, [1, 2], 3, 4], "sample(ToyRecurrentLM, [1, 2], 3, 4)")
 
 
 def beam_list(value, what: str, beam_size: int) -> list:
@@ -1104,7 +1069,7 @@ def beam_exhaustive(t):
             top = min(5, len(beams))
             assert_equal([b[0] for b in beams[:top]], [h for _, h in ranked[:top]], what + f": the {top} best hypotheses")
             winners.add((trial, tuple(ranked[0][1]), alpha))
-    what = f"beam_search(TableModel, [1, 2], beam_size=3, max_len=5, eos_id=2) (alpha left at its default, 1.0)"
+    what = "beam_search(TableModel, [1, 2], beam_size=3, max_len=5, eos_id=2) (alpha left at its default, 1.0)"
     table = random_table(t, 5)
     model = t.student.TableModel(torch.from_numpy(table))
     beams = beam_list(t.student.beam_search(model, [1, 2], 3, 5, 2), what, 3)
@@ -1135,10 +1100,6 @@ def beam_narrow(t):
                 assert_equal([b[0] for b in beams], [list(tokens) for tokens, _ in expected],
                               what + ": the returned hypotheses, best first")
     properties.run(t, decoder_matrix(t, "beam_search"))
-    model = t.student.TableModel(torch.from_numpy(loud_table(t, V)))
-    default_device_probe(t.student.beam_search, [model, [1], 2, 3, 0], "beam_search(TableModel, [1], 2, 3, 0)")
-    toy = make_module(t, t.student.ToyRecurrentLM, (5, 3), toy_weights(t, 5, 3), F64)  # embeds its tokens: CPU ids fail on a GPU
-    default_device_probe(t.student.beam_search, [toy, [1], 2, 3, 0], "beam_search(ToyRecurrentLM, [1], 2, 3, 0)")
 
 
 # ---- Q7: Shakespeare ----------------------------------------------------------------------------
@@ -1233,6 +1194,18 @@ def checked_state(state, expected: dict, what: str) -> dict:
     return out
 
 
+def replay_first_steps(t, name: str, model, data: tuple, reference: nn.Module, ref_data: tuple, settings: dict,
+                       what: str, uses: tuple = TBPTT_USES) -> None:
+    """The first FIRST_STEPS steps of a graded training (the student's `name` on `model` holding the secret start,
+    in float64) leave the weights the reference's steps from the same start leave."""
+    short = dict(settings, steps=FIRST_STEPS)
+    with library_advice(uses):
+        getattr(t.student, name)(model, *data, **short)
+    getattr(t.ref, name)(reference, *ref_data, **short)
+    assert_trained_like(model.state_dict(), reference, what.replace(f"steps={settings['steps']}", f"steps={FIRST_STEPS}")
+                        + " in float64", after=f"after the first {FIRST_STEPS} steps, vs the reference's from the same weights")
+
+
 @check(7, 5, "train_lm trains an LSTM RNNLM on Shakespeare: the grader's test-play perplexity of the weights",
        timeout=240, uses=("train_lm",), needs=("RNNLM", "LSTMLayer", "LSTMCell", "batchify", "get_chunk",
                                                  "detach_state", "clip_grad_norm"))
@@ -1245,22 +1218,10 @@ def shakespeare_lstm(t):
     layer = t.student.LSTMLayer.get()
     stream = t.student.put(train_ids, "the training characters")
     args = (V, Q7_MODEL["emb_dim"], Q7_MODEL["hidden_size"])
-    settings = ", ".join(f"{k}={v}" for k, v in Q7_SETTINGS.items())
     what = (f"train_lm(RNNLM({V}, 32, 128, layer=LSTMLayer) holding the grader's initial weights, Shakespeare train "
-            f"characters ({len(train_ids)},), {settings})")
-    short = dict(Q7_SETTINGS, steps=FIRST_STEPS)
-    first = make_module(t, t.student.RNNLM, args, init, F64, layer=layer)
-    with library_advice(TBPTT_USES):
-        t.student.train_lm(first, stream, **short)
-    reference = q7_model(t.ref, V)
-    reference.load_state_dict(init)
-    reference = reference.double()
-    t.ref.train_lm(reference, train_ids, **short)
-    label = what.replace(f"steps={Q7_SETTINGS['steps']}", f"steps={FIRST_STEPS}") + " in float64"
-    got = checked_state(first.state_dict(), init, label)
-    for name, value in reference.state_dict().items():
-        assert_close(got[name], value, f"{label}: `{name}` after the first {FIRST_STEPS} steps, vs the reference's "
-                     "from the same weights", rtol=1e-6, atol=1e-9)
+            f"characters ({len(train_ids)},), {spelled(Q7_SETTINGS)})")
+    replay_first_steps(t, "train_lm", make_module(t, t.student.RNNLM, args, init, F64, layer=layer), (stream,),
+                       reference_module(q7_model(t.ref, V), init, F64), (train_ids,), Q7_SETTINGS, what)
     model = make_module(t, t.student.RNNLM, args, init, F32, layer=layer)
     with library_advice(TBPTT_USES):
         float_list(t.student.train_lm(model, stream, **Q7_SETTINGS), Q7_SETTINGS["steps"], what)
@@ -1320,14 +1281,13 @@ def additive_attention_matrix(t, w: dict, Hq: int, Hk: int, A: int) -> propertie
     Scores of thousands (score.weight times 1000: exp(scores) / sum by hand is inf / inf) and a saturated tanh
     (query and keys of about 1000: tanh as 1 - 2/(exp(2z) + 1) is right forward and NaN backward), float64 and
     float32, with and without a mask (with scores of thousands, a mask of every position: a stable softmax that
-    subtracts the maximum over masked positions too, then renormalizes, is accepted elsewhere and would underflow)."""
+    subtracts the maximum over masked positions too, then renormalizes, is accepted elsewhere and would underflow).
+    Device: float32 at ordinary scale, with a mask and with the mask left at its default (None)."""
     samples = []
     for label, weights, scale, lengths in (
             ("scores of thousands", dict(w, **{"score.weight": w["score.weight"] * 1000.0}), 1.0, [6, 6, 6]),
             ("a saturated tanh", w, 1000.0, [6, 2, 4])):
-        reference = t.ref.AdditiveAttention(Hq, Hk, A)
-        reference.load_state_dict({k: v.double() for k, v in weights.items()})
-        reference = reference.double()
+        reference = reference_module(t.ref.AdditiveAttention(Hq, Hk, A), weights, F64)
         for dtype in (F64, F32):
             module = make_module(t, t.student.AdditiveAttention, (Hq, Hk, A), weights, dtype)
             query, keys = randn(t, 3, Hq, dtype=dtype, scale=scale), randn(t, 3, 6, Hk, dtype=dtype, scale=scale)
@@ -1335,7 +1295,11 @@ def additive_attention_matrix(t, w: dict, Hq: int, Hk: int, A: int) -> propertie
                 samples.append(properties.Sample(
                     f"query (3, {Hq}), keys (3, 6, {Hk}) with {label}, {shown}, {name_of(dtype)}", (query, keys, mask),
                     wrt=(0, 1), output_index=0, call=module, reference=reference))
-    return properties.Graded(f"AdditiveAttention({Hq}, {Hk}, {A})", None, None, {"extremes": samples})
+    module = make_module(t, t.student.AdditiveAttention, (Hq, Hk, A), w, F32)
+    query, keys, shown = randn(t, 2, Hq, dtype=F32), randn(t, 2, 5, Hk, dtype=F32), f"query (2, {Hq}), keys (2, 5, {Hk})"
+    device = [D(f"{shown}, lengths [5, 2]", (query, keys, length_mask([5, 2], 5)), call=module),
+              D(f"{shown} (mask left at None)", (query, keys), call=module)]
+    return properties.Graded(f"AdditiveAttention({Hq}, {Hk}, {A})", None, None, {"extremes": samples, "device": device})
 
 
 @check(8, 2, "AdditiveAttention against the formula: masks, batch of one, one source position, float32 and float64",
@@ -1355,16 +1319,11 @@ def attention_hidden(t):
             context, weights = parts(call_pure(module, query, keys, mask, what=what), 2, what)
             expected_context, expected_weights = true_attention(w, query, keys, mask)
             assert_shape(output(weights, None, what), (B, S), what + " weights")
-            assert_close_mod(weights, expected_weights, what + " weights", dtype)
-            assert_close_mod(context, expected_context, what + " context", dtype)
+            assert_module_close(weights, expected_weights, what + " weights", dtype)
+            assert_module_close(context, expected_context, what + " context", dtype)
             if mask is not None and bool((output(weights, None, what)[~mask] != 0).any()):
                 raise CheckFailed(f"{what}: padded positions got a non-zero weight; mask the scores before the softmax")
     properties.run(t, additive_attention_matrix(t, w, Hq, Hk, A))
-    module = make_module(t, t.student.AdditiveAttention, (Hq, Hk, A), w, F32)
-    device_note(t, module, [randn(t, 2, Hq, dtype=F32), randn(t, 2, 5, Hk, dtype=F32), length_mask([5, 2], 5)],
-                f"AdditiveAttention({Hq}, {Hk}, {A})(query, keys, mask)")
-    device_note(t, module, [randn(t, 2, Hq, dtype=F32), randn(t, 2, 5, Hk, dtype=F32)],
-                f"AdditiveAttention({Hq}, {Hk}, {A})(query, keys) (mask=None)")
 
 
 @check(8, 1, "AdditiveAttention gradients (gradcheck w.r.t. query and keys, and every parameter, float64)",
@@ -1374,24 +1333,21 @@ def attention_gradients(t):
     module = make_module(t, t.student.AdditiveAttention, (3, 4, 5), w, F64)
     query, keys, mask = randn(t, 2, 3), randn(t, 2, 6, 4), length_mask([6, 3], 6)
     gradcheck(module, [query, keys, mask], [0, 1], "AdditiveAttention(3, 4, 5) context", output_index=0)
-    ref = t.ref.AdditiveAttention(3, 4, 5)
-    ref.load_state_dict(w)
-    assert_param_grads(module, ref.double(), [query, keys, mask], "AdditiveAttention(3, 4, 5)", rng=t.rng,
-                       output_index=0)
+    assert_param_grads(module, reference_module(t.ref.AdditiveAttention(3, 4, 5), w, F64), [query, keys, mask],
+                       "AdditiveAttention(3, 4, 5)", rng=t.rng, output_index=0)
 
 
-def s2s_weights(ref, seed: int, emb_dim: int, hidden_size: int, attn_size: int, eos_bias: float = 0.0) -> dict:
+def s2s_weights(ref, seed: int, emb_dim: int, hidden_size: int, attn_size: int, eos_bias: float = 0.0,
+                vocab: int = S2S_VOCAB) -> dict:
     torch.manual_seed(seed)
-    model = ref.Seq2Seq(S2S_VOCAB, emb_dim, hidden_size, attn_size)
+    model = ref.Seq2Seq(vocab, emb_dim, hidden_size, attn_size)
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     state["out.bias"][EOS] += eos_bias
     return state
 
 
-def s2s_reference(ref, state: dict, dtype=F64, **dims):
-    model = ref.Seq2Seq(S2S_VOCAB, **dims)
-    model.load_state_dict(state)
-    return model.to(dtype)
+def s2s_reference(ref, state: dict, dtype=F64, vocab: int = S2S_VOCAB, **dims):
+    return reference_module(ref.Seq2Seq(vocab, **dims), state, dtype)
 
 
 def digit_pairs(rng, n: int, max_len: int = S2S_MAX) -> tuple:
@@ -1426,18 +1382,41 @@ def seq2seq_forward_hidden(t):
         with torch.no_grad():
             expected_logits, expected_weights = ref(src, src != PAD, tgt_in)
         assert_shape(output(weights, None, what), (3, 6, 5), what + " attention weights")
-        assert_close_mod(weights, expected_weights, what + " attention weights", dtype)
-        assert_close_mod(logits, expected_logits, what + " logits", dtype)
+        assert_module_close(weights, expected_weights, what + " attention weights", dtype)
+        assert_module_close(logits, expected_logits, what + " logits", dtype)
     model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F64)
     properties.run_pure(t, "Seq2Seq(13, 5, 6, 4) in float64", model, ref, "src (3, 5) padded, src_mask, tgt_in (3, 6)",
                         (src, src != PAD, tgt_in))
     assert_param_grads(model, ref, [src, src != PAD, tgt_in], "Seq2Seq(13, 5, 6, 4)", rng=t.rng, output_index=0)
-    model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F32)
-    device_note(t, model, [src, src != PAD, tgt_in], "Seq2Seq(13, 5, 6, 4)(src, src_mask, tgt_in)")
+    on_device(t, "Seq2Seq(13, 5, 6, 4)", make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F32),
+              D("src (3, 5) padded, src_mask, tgt_in (3, 6)", (src, src != PAD, tgt_in)))
 
 
-@check(8, 2, "train_seq2seq exact steps: one, two, and a third that wraps around to the first batch", uses=S2S_USES +
-       ("train_seq2seq",), needs=S2S_NEEDS + ("clip_grad_norm",),
+# Pairs visited (properties.Reads): pair i's source is the one token DIGIT0 + i, so row DIGIT0 + i of the source
+# embedding starts to move when pair i is first in a batch; Adam's moments keep it moving after that, so the rows
+# that moved by step k are the pairs read by then. Until the first pass ends (then every row moves) they must be
+# the reference's: the batches in order, the short last one included.
+PAIRS_HINT = (" Take the batches in order: step k uses rows k * batch_size % N onwards (the short last batch too), "
+              "so that one pass reads every pair.")
+
+
+def s2s_reads(t, N: int, settings: dict, checkpoints: tuple) -> properties.Reads:
+    """train_seq2seq's runs of each of `checkpoints` steps over N one-token pairs (`settings` without steps)."""
+    V, dims = N + DIGIT0, dict(emb_dim=3, hidden_size=4, attn_size=3)
+    weights = s2s_weights(t.ref, t.seed % 1000, vocab=V, **dims)
+    src = torch.arange(DIGIT0, V)[:, None]  # (N, 1)
+    tgt = torch.cat([src, torch.full_like(src, EOS)], dim=1)  # (N, 2): the one-digit string reversed, then </s>
+    label = (f"Seq2Seq({V}, 3, 4, 3), {N} pairs whose sources are one token each (position i: pair i), "
+             f"{spelled(settings)}, runs of {', '.join(map(str, checkpoints))} steps")
+    models = (lambda: make_module(t, t.student.Seq2Seq, (V, *dims.values()), weights, F64),
+              lambda: s2s_reference(t.ref, weights, vocab=V, **dims))
+    return embedding_reads(t, "train_seq2seq", label, models, weights, "src_embedding.weight", (src, tgt), settings,
+                           checkpoints, PAIRS_HINT, rows=slice(DIGIT0, None))
+
+
+@check(8, 2, "train_seq2seq exact steps: one, two, and a third that wraps around to the first batch; pairs visited: "
+             "every batch in order, the short last one too", uses=S2S_USES + ("train_seq2seq",),
+       needs=S2S_NEEDS + ("clip_grad_norm",),
        hint="decoder inputs [BOS] + tgt[:, :-1]; cross-entropy with ignore_index=PAD (mean over real targets); "
             "Adam; clip_grad_norm(model.parameters(), clip); step k uses rows k*batch_size % N onwards.")
 def train_seq2seq_exact(t):
@@ -1446,23 +1425,19 @@ def train_seq2seq_exact(t):
     src, tgt = digit_pairs(t.rng, 8, 5)
     for steps, clip, state in ((1, 1e6, quiet), (2, 1e6, quiet), (3, 0.2, quiet), (2, 0.2, loud)):
         settings = dict(steps=steps, lr=0.05, batch_size=4, clip=clip)
-        text = ", ".join(f"{k}={v}" for k, v in settings.items())
         what = (f"train_seq2seq(Seq2Seq(13, 5, 6, 4){' with logits of about a thousand' if state is loud else ''}, "
-                f"src (8, 5), tgt (8, 6), {text})")
+                f"src (8, 5), tgt (8, 6), {spelled(settings)})")
         model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F64)
         with library_advice(S2S_USES + ("train_seq2seq",)):  # no state carried between batches: generic advice
-            losses = float_list(call_pure(t.student.train_seq2seq, model, src, tgt, what=what, **settings), steps, what)
+            losses = call_pure(t.student.train_seq2seq, model, src, tgt, what=what, **settings)
         ref = s2s_reference(t.ref, state, **SMALL)
-        expected = t.ref.train_seq2seq(ref, src, tgt, **settings)
-        assert_close(losses, np.array(expected), f"{what}: the loss of each step", rtol=1e-7, atol=1e-9)
-        got = checked_state(model.state_dict(), ref.state_dict(), what)
-        for name, value in ref.state_dict().items():
-            assert_close(got[name], value, f"{what}: `{name}` after training", rtol=1e-6, atol=1e-9)
+        assert_same_steps(losses, model, ref, t.ref.train_seq2seq(ref, src, tgt, **settings), what)
     # the model on a non-CPU device, src and tgt on the CPU: the loop moves them, and makes its BOS column there
-    default_device_probe(t.student.train_seq2seq, [make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), quiet, F64),
-                                                   src, tgt],
-                         "train_seq2seq(Seq2Seq on a device, src and tgt on the CPU, steps=2)", move_data=False,
-                         kwargs=dict(steps=2, lr=0.05, batch_size=4, clip=1.0))
+    model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), quiet, F64)
+    on_device(t, "train_seq2seq", t.student.train_seq2seq, D("Seq2Seq on the device, src and tgt on the CPU, steps=2", (
+        model, src, tgt), dict(steps=2, lr=0.05, batch_size=4, clip=1.0), move_data=False, **IN_FLOAT64))
+    # 42 pairs in batches of 4: ten full batches, then a short one of 2 at step 11, the end of the first pass
+    positions(t, "train_seq2seq", s2s_reads(t, 42, dict(lr=0.05, batch_size=4, clip=1.0), (1, 2, 5, 10, 11)))
 
 
 GREEDY_S2S = dict(emb_dim=8, hidden_size=12, attn_size=8)
@@ -1500,9 +1475,8 @@ def greedy_translate_hidden(t):
         samples["shapes"] += [S(f"{name}, src (8, 6) padded, max_len={n}", (both, src, n)) for n in lengths]
     samples["edges"] = [S(f"{name}, src (8, 6) padded, max_len=0", (both, src, 0)),
                         S(f"{name}, src (1, 6) (a batch of one), max_len=3", (both, src[:1], 3))]
+    samples["device"] = [D(f"{name}, src (8, 6) padded, max_len=3", (both.student, src, 3), **IN_FLOAT64)]
     properties.run(t, properties.Graded("greedy_translate", t.student.greedy_translate, t.ref.greedy_translate, samples))
-    model = both.student
-    default_device_probe(t.student.greedy_translate, [model, src, 3], "greedy_translate(Seq2Seq, src (8, 6), 3)")
 
 
 def q8_accuracy_of(module, rng, decoder=None) -> float:
@@ -1551,21 +1525,12 @@ def seq2seq_reversal(t):
     weights must keep its trace."""
     state = t.secret_state("initial weights", lambda: t.ref.Seq2Seq(S2S_VOCAB, **Q8_MODEL))
     src, tgt = digit_pairs(t.secret_rng("training pairs"), Q8_SETTINGS["steps"] * Q8_SETTINGS["batch_size"])
-    settings = ", ".join(f"{k}={v}" for k, v in Q8_SETTINGS.items())
     what = (f"train_seq2seq(Seq2Seq(13, 16, 32, 24) holding the grader's initial weights, {len(src)} digit strings "
-            f"and their reversals, {settings})")
+            f"and their reversals, {spelled(Q8_SETTINGS)})")
     sources, targets = t.student.put(src, "sources"), t.student.put(tgt, "targets")
-    short = dict(Q8_SETTINGS, steps=FIRST_STEPS)
-    label = what.replace(f"steps={Q8_SETTINGS['steps']}", f"steps={FIRST_STEPS}") + " in float64"
-    first = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, *Q8_MODEL.values()), state, F64)
-    with library_advice(S2S_USES + ("train_seq2seq",)):
-        t.student.train_seq2seq(first, sources, targets, **short)
-    reference = s2s_reference(t.ref, state, **Q8_MODEL)
-    t.ref.train_seq2seq(reference, src, tgt, **short)
-    got = checked_state(first.state_dict(), state, label)
-    for name, value in reference.state_dict().items():
-        assert_close(got[name], value, f"{label}: `{name}` after the first {FIRST_STEPS} steps, vs the reference's "
-                     "from the same weights", rtol=1e-6, atol=1e-9)
+    replay_first_steps(t, "train_seq2seq", make_module(t, t.student.Seq2Seq, (S2S_VOCAB, *Q8_MODEL.values()), state, F64),
+                       (sources, targets), s2s_reference(t.ref, state, **Q8_MODEL), (src, tgt), Q8_SETTINGS, what,
+                       S2S_USES + ("train_seq2seq",))
     model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, *Q8_MODEL.values()), state, F32)
     with library_advice(S2S_USES + ("train_seq2seq",)):
         losses = float_list(t.student.train_seq2seq(model, sources, targets, **Q8_SETTINGS), Q8_SETTINGS["steps"],
