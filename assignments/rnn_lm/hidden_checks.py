@@ -155,14 +155,8 @@ def assert_param_grads(module, ref_module: nn.Module, args: list, what: str, *, 
         assert_close(got_grads[name], grad, f"{what}: gradient of `{name}`", rtol=1e-7, atol=1e-9)
 
 
-D = properties.OnDevice  # a call for the matrix's `device` property (fail-only)
+D = properties.OnDevice  # a call for the matrix's `device` property (fail-only; alone: properties.run_device)
 IN_FLOAT64 = dict(follows_dtype=False, dtypes=("float64",))  # a model passed in sets the dtype: decoders, trainings
-
-
-def on_device(t, name: str, call, *probes: properties.OnDevice) -> None:
-    """The matrix's `device` property of `call` on each probe, for a function whose other properties are
-    checked by hand: on a simulated non-CPU device it runs and gives the values of the same run on the CPU."""
-    properties.run(t, properties.Graded(name, call, None, {"device": list(probes)}), ("device",))
 
 
 def random_state(t, kind: str, B: int, H: int, dtype):
@@ -230,8 +224,8 @@ def layer_vs_builtin(t, kind: str) -> None:
                 assert_dtype(outputs, name_of(dtype), what + " outputs")
                 assert_module_close(outputs, expected_out, what + " outputs", dtype)
                 assert_state_close(final, expected_final, what, dtype, kind)
-    on_device(t, f"{name}({d}, {H})", make_module(t, getattr(t.student, name), (d, H), weights, F32),
-              D(f"x (2, 3, {d})", (randn(t, 2, 3, d, dtype=F32),)))
+    properties.run_device(t, f"{name}({d}, {H})", make_module(t, getattr(t.student, name), (d, H), weights, F32),
+                          f"x (2, 3, {d})", (randn(t, 2, 3, d, dtype=F32),))
 
 
 def layer_gradients(t, kind: str) -> None:
@@ -358,7 +352,8 @@ def rnnlm_forward_hidden(t):
     name = f"RNNLM({V}, {E}, {H}, layer={LAYER[kind]})"
     properties.run_pure(t, name + " in float64", student_lm(t, kind, V, E, H, weights, F64),
                         lambda tokens: lm_logits(kind, weights, tokens), "tokens (2, 5)", (random_tokens(t, 2, 5, V),))
-    on_device(t, name, student_lm(t, kind, V, E, H, weights, F32), D("tokens (2, 3)", (random_tokens(t, 2, 3, V),)))
+    properties.run_device(t, name, student_lm(t, kind, V, E, H, weights, F32), "tokens (2, 3)",
+                          (random_tokens(t, 2, 3, V),))
 
 
 @check(3, 1.5, "RNNLM with tie_weights=True: one shared (V, d) matrix, its gradient from both uses",
@@ -495,7 +490,7 @@ def batchify_hidden(t):
         L = N // B
         assert_dtype(got, "int64", what)
         assert_equal(output(got, None, what).tolist(), stream[:B * L].view(B, L).tolist(), what)
-    on_device(t, "batchify", t.student.batchify, D(f"stream ({N},), 3", (stream, 3)))
+    properties.run_device(t, "batchify", t.student.batchify, f"stream ({N},), 3", (stream, 3))
 
 
 @check(4, 1, "get_chunk: inputs and targets one apart, a short last chunk, bptt longer than the data",
@@ -508,7 +503,7 @@ def get_chunk_hidden(t):
         n = min(bptt, 10 - i)
         assert_equal(output(inputs, None, what).tolist(), data[:, i:i + n].tolist(), what + " inputs")
         assert_equal(output(targets, None, what).tolist(), data[:, i + 1:i + 1 + n].tolist(), what + " targets")
-    on_device(t, "get_chunk", t.student.get_chunk, D("data (3, 11), 2, 4", (data, 2, 4)))
+    properties.run_device(t, "get_chunk", t.student.get_chunk, "data (3, 11), 2, 4", (data, 2, 4))
 
 
 @check(4, 1, "detach_state: same values and types for a tensor, an (h, c) pair and None; no gradient through it; "
@@ -526,7 +521,8 @@ def detach_state_hidden(t):
         assert_close(output(g, None, "detach_state((h, c))"), e, f"detach_state((h, c)) {name}", rtol=0, atol=0)
     if t.student.detach_state(None) is not None:
         raise CheckFailed("detach_state(None) should return None (the state before the first chunk).")
-    on_device(t, "detach_state", t.student.detach_state, D("h (2, 5)", (h,)), D("(h, c), each (2, 5)", ((h, c),)))
+    properties.run_device(t, "detach_state", t.student.detach_state, "h (2, 5)", (h,))
+    properties.run_device(t, "detach_state", t.student.detach_state, "(h, c), each (2, 5)", ((h, c),))
     try:  # fail-only: with the history cut, backward through the call has nothing to reach
         got = t.student.detach_state.vjp([h], [0], torch.ones(2, 5, dtype=F64))
     except StudentError:
@@ -767,8 +763,9 @@ def train_lm_repeatable(t):
                  "train_lm twice from the same weights: the losses of the second run", rtol=0, atol=0)
     # the model on a non-CPU device, the stream on the CPU where a caller keeps it: the loop moves what it feeds
     model = make_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64)
-    on_device(t, "train_lm", t.student.train_lm, D("ToyRecurrentLM on the device, stream (40,) on the CPU, steps=3",
-              (model, stream), dict(steps=3, lr=0.1, batch_size=2, bptt=5, clip=1.0), move_data=False, **IN_FLOAT64))
+    properties.run_device(t, "train_lm", t.student.train_lm, "ToyRecurrentLM on the device, stream (40,) on the CPU, "
+                          "steps=3", (model, stream), dict(steps=3, lr=0.1, batch_size=2, bptt=5, clip=1.0),
+                          move_data=False, **IN_FLOAT64)
 
 
 # ---- Q5: gradient norms through time ----------------------------------------------------------
@@ -819,9 +816,10 @@ def hidden_grad_norms_hidden(t):
             assert_shape(output(got, None, what), (steps,), what)
             assert_dtype(got, "float64", what + " (float64 inputs and weights)")
             assert_close(got, true_grad_norms(kind, weights, x, state), what, rtol=1e-6, atol=1e-12)
-    on_device(t, "hidden_grad_norms", t.student.hidden_grad_norms, *(D(f"{CELL[kind]}({d}, {H}), x ({B}, 4, {d})", (
-        make_module(t, getattr(t.student, CELL[kind]), (d, H), cell_weights(t, kind, d, H), F64), randn(t, B, 4, d)),
-        **IN_FLOAT64) for kind in ("rnn", "lstm")))
+    for kind in ("rnn", "lstm"):
+        cell = make_module(t, getattr(t.student, CELL[kind]), (d, H), cell_weights(t, kind, d, H), F64)
+        properties.run_device(t, "hidden_grad_norms", t.student.hidden_grad_norms,
+                              f"{CELL[kind]}({d}, {H}), x ({B}, 4, {d})", (cell, randn(t, B, 4, d)), **IN_FLOAT64)
 
 
 # ---- Q6: decoding on grader-made table models -------------------------------------------------
@@ -1388,8 +1386,8 @@ def seq2seq_forward_hidden(t):
     properties.run_pure(t, "Seq2Seq(13, 5, 6, 4) in float64", model, ref, "src (3, 5) padded, src_mask, tgt_in (3, 6)",
                         (src, src != PAD, tgt_in))
     assert_param_grads(model, ref, [src, src != PAD, tgt_in], "Seq2Seq(13, 5, 6, 4)", rng=t.rng, output_index=0)
-    on_device(t, "Seq2Seq(13, 5, 6, 4)", make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F32),
-              D("src (3, 5) padded, src_mask, tgt_in (3, 6)", (src, src != PAD, tgt_in)))
+    properties.run_device(t, "Seq2Seq(13, 5, 6, 4)", make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F32),
+                          "src (3, 5) padded, src_mask, tgt_in (3, 6)", (src, src != PAD, tgt_in))
 
 
 # Pairs visited (properties.Reads): pair i's source is the one token DIGIT0 + i, so row DIGIT0 + i of the source
@@ -1434,8 +1432,9 @@ def train_seq2seq_exact(t):
         assert_same_steps(losses, model, ref, t.ref.train_seq2seq(ref, src, tgt, **settings), what)
     # the model on a non-CPU device, src and tgt on the CPU: the loop moves them, and makes its BOS column there
     model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), quiet, F64)
-    on_device(t, "train_seq2seq", t.student.train_seq2seq, D("Seq2Seq on the device, src and tgt on the CPU, steps=2", (
-        model, src, tgt), dict(steps=2, lr=0.05, batch_size=4, clip=1.0), move_data=False, **IN_FLOAT64))
+    properties.run_device(t, "train_seq2seq", t.student.train_seq2seq, "Seq2Seq on the device, src and tgt on the CPU, "
+                          "steps=2", (model, src, tgt), dict(steps=2, lr=0.05, batch_size=4, clip=1.0), move_data=False,
+                          **IN_FLOAT64)
     # 42 pairs in batches of 4: ten full batches, then a short one of 2 at step 11, the end of the first pass
     positions(t, "train_seq2seq", s2s_reads(t, 42, dict(lr=0.05, batch_size=4, clip=1.0), (1, 2, 5, 10, 11)))
 
