@@ -19,7 +19,11 @@ order, it runs and measures:
 
 Each command runs as a child of this process, which is a child subreaper, so every process it
 starts (the fork server, the workers, Otter's kernel) is reaped here, orphans included:
-  * CPU: user + system of everything reaped (RUSAGE_CHILDREN before and after), not wall;
+  * CPU: user + system of every process the run started, not wall: read from a CPU-accounting
+    cgroup made for the run (cgroup v1 `cpuacct.usage`, v2 `cpu.stat`), which counts a process
+    however it ends; where none can be made, RUSAGE_CHILDREN, which misses a process killed before
+    anyone reaped it: our worker, PID 2 of a PID namespace whose init is killed with it (about
+    2 CPU s of a single grading went uncounted that way before this bench read the cgroup);
   * memory: every ~25 ms the process tree is read from /proc: the peak of the summed RSS and of
     the summed PSS (RSS shares out pages that forked processes share: the fair sum), and each
     process's own peak (VmHWM), summed per role (grader, fork server, worker; otter, kernel);
@@ -215,8 +219,36 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def cpu_cgroup(memory_group: Path | None) -> Path | None:
+    """A cgroup that counts the run's CPU: on v2 the run's memory cgroup itself (`cpu.stat` is always
+    there), on v1 a new group below ours in the `cpuacct` hierarchy; None where neither can be had."""
+    if memory_group is not None and (memory_group / "cpu.stat").exists():
+        return memory_group
+    try:
+        line = next(l for l in Path("/proc/self/cgroup").read_text().splitlines()
+                    if "cpuacct" in l.split(":")[1].split(","))
+    except (OSError, StopIteration, IndexError):
+        return None
+    for mount in (Path("/sys/fs/cgroup/cpuacct"), Path("/sys/fs/cgroup/cpu,cpuacct")):
+        if (mount / "cpuacct.usage").exists():
+            group = mount / line.split(":", 2)[2].lstrip("/") / f"lmgrade-bench-cpu-{os.getpid()}"
+            try:
+                group.mkdir()
+            except OSError:
+                return None
+            return group
+    return None
+
+
+def cgroup_cpu_seconds(group: Path) -> float:
+    if (group / "cpuacct.usage").exists():
+        return int((group / "cpuacct.usage").read_text()) / 1e9
+    fields = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines())
+    return int(fields["usage_usec"]) / 1e6
+
+
 def _remove_group(group: Path) -> None:
-    """The run's memory cgroup and any left below it (the grader removes its workers' own)."""
+    """One of the run's cgroups and any left below it (the grader removes its workers' own)."""
     for path in sorted((p for p in group.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [group]:
         for _ in range(50):
             try:
@@ -232,10 +264,17 @@ def measure(command: list[str], cwd: Path, log: Path, env: dict | None = None) -
     tree = Tree()
     sampler = threading.Thread(target=tree.run, daemon=True)
     group = memory_cgroup(1 << 36)  # no real cap: only to read its peak
-    enter = (lambda: (group / "cgroup.procs").write_text(str(os.getpid()))) if group else None
+    counter = cpu_cgroup(group)
+    joins = [g for g in dict.fromkeys((group, counter)) if g is not None]
+
+    def enter() -> None:
+        for g in joins:
+            (g / "cgroup.procs").write_text(str(os.getpid()))
+
     cpu, start = _children_cpu(), time.perf_counter()
     with open(log, "w") as out:
-        proc = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env, preexec_fn=enter)
+        proc = subprocess.Popen(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                preexec_fn=enter if joins else None)
         sampler.start()
         proc.wait()
     wall = time.perf_counter() - start
@@ -249,11 +288,16 @@ def measure(command: list[str], cwd: Path, log: Path, env: dict | None = None) -
             time.sleep(0.05)
     tree.stop.set()
     sampler.join()
+    reaped = _children_cpu() - cpu
+    counted = cgroup_cpu_seconds(counter) if counter is not None else None
     peak = None
     if group is not None:
         peak = cgroup_stats(group)["peak"]
-        _remove_group(group)
-    return {"wall": wall, "cpu": _children_cpu() - cpu, "rss": tree.peak_rss / 1024, "pss": tree.peak_pss / 1024,
+    for g in joins:
+        _remove_group(g)
+    return {"wall": wall, "cpu": reaped if counted is None else counted, "cpu_reaped": reaped,
+            "cpu_source": "rusage" if counted is None else "cgroup",
+            "rss": tree.peak_rss / 1024, "pss": tree.peak_pss / 1024,
             "cgroup": peak / (1 << 20) if peak else float("nan"),
             "roles": tree.roles(), "rc": proc.returncode, "log": log.read_text(errors="replace")}
 
@@ -445,7 +489,7 @@ def main() -> None:
                     result["ok"] = full_marks(mode, size, work, result)
                     results.setdefault((mode, size), []).append(result)
                     print(f"  round {r + 1}/{rounds} {size:>5} {mode:<9} wall {result['wall']:6.1f} s  "
-                          f"CPU {result['cpu']:6.2f} s  RSS sum {result['rss']:5.0f} MiB  PSS sum "
+                          f"CPU {result['cpu']:6.2f} s (reaped {result['cpu_reaped']:5.2f})  RSS sum {result['rss']:5.0f} MiB  PSS sum "
                           f"{result['pss']:5.0f} MiB  cgroup {result['cgroup']:5.0f} MiB  {'full marks' if result['ok'] else 'NOT FULL MARKS'}",
                           flush=True)
                     if not result["ok"]:
@@ -478,8 +522,9 @@ def validate(work: Path, solution: dict, otter: str | None) -> None:
 
 def report(results: dict, modes: list[str], sizes: list[str], verbose: bool = False) -> None:
     med = lambda rs, key: statistics.median(r[key] for r in rs)  # noqa: E731
+    sources = {r["cpu_source"] for rs in results.values() for r in rs}
     print(f"\nmedians ({', '.join(f'{len(results[(modes[0], s)])} rounds {s}' for s in sizes)}); CPU = user + "
-          "system of every process; memory = peak of the sum over the process tree (RSS; PSS shares out pages "
+          f"system of every process (from {' and '.join(sorted(sources))}); memory = peak of the sum over the process tree (RSS; PSS shares out pages "
           "that forked processes share)")
     print(f"{'run':<7} {'mode':<12} {'wall s':>7} {'CPU s':>7} {'RSS sum MiB':>12} {'PSS sum MiB':>12} "
           f"{'cgroup MiB':>11}  full marks")

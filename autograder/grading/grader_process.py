@@ -151,6 +151,7 @@ def serve(config: dict) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the batch decides what a Ctrl-C means
     capabilities.harden_this_process()
     assignment = assignments.get(config["assignment"], Path(config["root"]))
+    runner.one_torch_thread(assignment)
     limits = Limits(**config["limits"]) if config.get("limits") else None
     extra = {}
     if hasattr(runner, "reference_results") and assignment.reference_path.exists():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 import sys
 import time
 import traceback
@@ -85,6 +86,19 @@ def resolve_device(device: str) -> str:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError("--device cuda was given but no CUDA device is available (use --device cpu or auto)")
     return device
+
+
+def one_torch_thread(assignment: Assignment) -> None:
+    """In a grader process (the CLI's, a batch's): its own torch on one thread, as its workers run,
+    unless OMP_NUM_THREADS says otherwise. Never in a student's kernel (`check_notebook`), whose
+    training would slow down.
+
+    Why: the grader's tensors are checks' inputs and the reference's outputs, too small to share
+    among threads; a second thread mostly spins waiting for work, which cost one `attention`
+    grading about 0.8 s of CPU on two cores (`bench/otter_comparison.py`)."""
+    if assignment.uses_torch and "OMP_NUM_THREADS" not in os.environ:
+        import torch
+        torch.set_num_threads(1)
 
 
 def grade(path: str | Path, assignment: Assignment, *, device: str = "cpu", public_only: bool = False,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import gc
 import json
 import os
 import select
@@ -217,6 +218,10 @@ def serve(argv: list[str]) -> None:
         import torch  # noqa: F401
         from autograder.sandbox import simulated_device
         simulated_device.install()  # what a worker's load does first, done once for all its workers
+    # Every object so far to the collector's permanent generation: a worker's collections then never
+    # write to the headers of what it shares with this process, so they stay shared pages instead of
+    # copies (about 20 MiB less per worker with torch, measured by bench/otter_comparison.py).
+    gc.freeze()
     while True:
         try:
             data, fds, _, _ = socket.recv_fds(sock, 1 << 16, 3)

@@ -307,8 +307,9 @@ class Worker:
             if msg.get("device_arg"):
                 kwargs[str(msg["device_arg"])] = device
             out = fn(*args, **kwargs)
-        modules = [m for m in (fn, *args, *kwargs.values()) if isinstance(m, torch.nn.Module)]
-        return {"outputs": out, "states": [dict(m.state_dict()) for m in modules]}
+            modules = [m for m in (fn, *args, *kwargs.values()) if isinstance(m, torch.nn.Module)]
+            states = [dict(m.state_dict()) for m in modules]  # in the device's modes, as the reply (see `handle`)
+        return {"outputs": out, "states": states}
 
     def handle(self, msg: dict, arrays: list) -> tuple[dict, list]:
         """Answer one request with a reply message and its arrays."""
@@ -324,6 +325,13 @@ class Worker:
             return self.reply({"event": "missing", "name": exc.args[0]})
         except BaseException as exc:  # noqa: BLE001 - report everything, including SystemExit
             return self.reply({"event": "error", "error": describe(exc)})
+        if msg.get("op") == "device" and msg.get("simulated") and not self.device.startswith("cuda"):
+            # Read the simulated device's tensors back inside its modes: outside them, torch's C++
+            # asks each tensor subclass whether it is a DTensor, and the first ask imports
+            # torch.distributed.tensor and sympy (39 MiB and 0.6 s of CPU in every worker).
+            from autograder.sandbox import simulated_device
+            with simulated_device.active(self.module.__dict__):
+                return self.reply({"event": "done"}, value, has_value=True)
         return self.reply({"event": "done"}, value, has_value=True)
 
     def serve(self) -> None:
