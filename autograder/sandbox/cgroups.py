@@ -30,6 +30,7 @@ from pathlib import Path
 
 from autograder.sandbox.limits import is_root
 from autograder.sandbox.linux import HAVE_PROC
+from autograder.sandbox.processes import alive
 
 WORKER_PREFIX = "lmgrade-worker-"  # + the grader's pid + "-" + random: whose it was, for the start-up sweep
 GRADER_LEAF_PREFIX = "lmgrade-grader-"  # + the grader's pid: where the grader moved itself to hand on controllers
@@ -184,16 +185,6 @@ def sweep(base: Path) -> None:
         if owner.isdigit() and (int(owner) == os.getpid() or alive(int(owner))):
             continue
         remove_cgroups([entry], patience=0)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def cgroup_cpu(groups) -> float | None:

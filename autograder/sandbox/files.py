@@ -8,9 +8,11 @@ open, and the cleaning of its scratch dir and /dev/shm so that nothing a worker 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 
 from autograder import PACKAGE_DIR
@@ -242,6 +244,42 @@ def empty_dir(folder: Path) -> None:
                 path.unlink()
             except OSError:
                 pass
+
+
+_LEFT = re.compile(r"lmgrade-(forkserver|scratch|site)-(\d+)-")
+_swept_temp = False
+
+
+def temp_folder(kind: str) -> Path:
+    """A new folder in the temp dir for a worker's scratch, an engine copy or a fork server's
+    (`lmgrade-<kind>-<this pid>-…`): named after the grader, so that one a killed grader left behind
+    is known as such by the next (`sweep_temp_folders`)."""
+    return Path(tempfile.mkdtemp(prefix=f"lmgrade-{kind}-{os.getpid()}-"))
+
+
+def sweep_temp_folders() -> None:
+    """Once per process: remove the folders of `temp_folder` whose grader is gone (one killed with
+    SIGKILL cleans nothing), where this user may (root: all of them)."""
+    global _swept_temp
+    if _swept_temp:
+        return
+    _swept_temp = True
+    from autograder.sandbox.processes import alive
+    root = Path(tempfile.gettempdir())
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return
+    for entry in entries:
+        found = _LEFT.match(entry.name)
+        if not found or alive(int(found.group(2))):
+            continue
+        try:
+            if entry.is_symlink() or not entry.is_dir() or (os.geteuid() != 0 and entry.stat().st_uid != os.geteuid()):
+                continue
+        except OSError:
+            continue
+        remove_tree(Path(entry.path))
 
 
 def remove_tree(folder: Path) -> None:

@@ -130,11 +130,11 @@ class ForkServer:
     """The grader's side: start the server, ask it for workers, stop it."""
 
     def __init__(self, python: str, preload: tuple[str, ...]):
-        from autograder.sandbox.files import copy_engine
+        from autograder.sandbox.files import copy_engine, temp_folder
         from autograder.sandbox.limits import is_root
 
         self.python, self.preload = python, preload
-        self.sitedir = Path(tempfile.mkdtemp(prefix="lmgrade-forkserver-"))
+        self.sitedir = temp_folder("forkserver")
         copy_engine(self.sitedir, readable_by_all=is_root())
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         bootstrap = ("import sys; sys.path.insert(0, sys.argv[1]); "

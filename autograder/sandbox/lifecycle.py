@@ -48,7 +48,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -59,7 +58,7 @@ from autograder.sandbox.channels import PipeChannel, ThreadChannel, kill_portabl
 from autograder.sandbox.clock import Clock, WorkerFailure
 from autograder.sandbox.confine import WORKER_FLAGS, Plan, Prepared, confine, grader_rlimits, worker_env
 from autograder.sandbox.files import (clean_shm, copy_engine, covers_for, device_nodes, empty_dir, read_rules,
-                                      remove_tree, shm_entries, worker_trees)
+                                      remove_tree, shm_entries, sweep_temp_folders, temp_folder, worker_trees)
 from autograder.sandbox.forkserver import ForkServerDown
 from autograder.sandbox.landlock import landlock_ruleset
 from autograder.sandbox.limits import (LANDLOCK_ENV, OWN_UID_PROBE, PORTABLE, Limits, fallback_identity, is_root,
@@ -105,7 +104,8 @@ class Sandbox:
         self._shm_before: set = set()
         self.userns: int | None = None  # the worker's own user namespace (inode), where it has one
         self.cgroups: list[Path] = []  # its cgroups (cgroups.worker_cgroups)
-        self.scratch = Path(tempfile.mkdtemp(prefix="lmgrade-scratch-"))
+        sweep_temp_folders()  # what graders killed earlier left behind
+        self.scratch = temp_folder("scratch")
         if self.identity:  # the worker's own scratch
             os.chown(self.scratch, self.identity[0], self.identity[1])
         self.sitedir: Path | None = None  # its own engine copy, made when it is started with exec
@@ -169,7 +169,7 @@ class Sandbox:
             sitedir = server.sitedir
         else:
             if self.sitedir is None:
-                self.sitedir = Path(tempfile.mkdtemp(prefix="lmgrade-site-"))
+                self.sitedir = temp_folder("site")
                 copy_engine(self.sitedir, readable_by_all=self.identity is not None or self.own_uid)
             sitedir = self.sitedir
         if plan.root and (plan.identity or plan.own_uid):  # folders closed to the worker's uid, bridged
@@ -231,7 +231,7 @@ class Sandbox:
         """Windows (and platforms without fcntl): the worker talks over its stdin and stdout."""
         python = self.limits.worker_python or sys.executable
         if self.sitedir is None:
-            self.sitedir = Path(tempfile.mkdtemp(prefix="lmgrade-site-"))
+            self.sitedir = temp_folder("site")
             copy_engine(self.sitedir, readable_by_all=False)
         bootstrap = ("import os, sys; sys.path.insert(0, sys.argv[1]); r, w = os.dup(0), os.dup(1)\n"
                      "if sys.platform == 'win32':\n import msvcrt; msvcrt.setmode(r, os.O_BINARY); msvcrt.setmode(w, os.O_BINARY)\n"

@@ -26,6 +26,17 @@ GONE = (psutil.NoSuchProcess, psutil.AccessDenied)  # a process that ended (a Zo
 _PROC_CHILDREN = HAVE_PROC and os.path.exists(f"/proc/self/task/{os.getpid()}/children")
 
 
+def alive(pid: int) -> bool:
+    """Whether a process of this pid exists (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def process_table() -> dict[int, tuple[int, int | None, int | None]]:
     """pid -> (parent, process group, session) of every process; None where the system will not say
     (macOS may refuse the session of a process in another one). Zombies are included."""
