@@ -53,7 +53,7 @@ class Plan:
     root: bool  # the grader is root
     netns: bool  # as root: a fresh network namespace first (it needs root's rights)
     isolate_network: bool  # a fresh network namespace wherever its own user namespace allows one
-    cgroup_procs: tuple  # as root: the `cgroup.procs` files of its cgroups, to join
+    cgroup_procs: tuple  # the `cgroup.procs` files of its cgroups (cgroups.py), to join
     cpu_seconds: int
     file_bytes: int
     nproc: int | None  # RLIMIT_NPROC before its own user namespace, where the uid is not root
@@ -149,7 +149,7 @@ def confine(plan: Plan, ruleset: int | None, prepared: Prepared) -> None:
         private_mounts()
         if plan.own_uid:  # its scratch is its own also where no tmpfs could be mounted there
             os.chown(scratch, *ids)
-    for procs in plan.cgroup_procs:  # its bounds and CPU share, as root (best effort)
+    for procs in plan.cgroup_procs:  # its bounds and CPU count, before its namespaces (best effort)
         try:
             fd = os.open(procs, os.O_WRONLY)
             try:
