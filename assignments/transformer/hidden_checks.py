@@ -19,7 +19,7 @@ enough of the trace of its start that the reference's own run keeps (`assert_des
 """
 import math
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import lru_cache, wraps
 from pathlib import Path
 
 import numpy as np
@@ -84,7 +84,7 @@ def each_dtype(t, name, args, kwargs, state, inputs, truth, what, tol=LAYER_TOL,
         x = inputs(dtype)
         module, label = make_module(t, name, args, kwargs, state, dtype), f"{what}, {name_of(dtype)}"
         with torch.no_grad():
-            expected = truth(*(v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in x))
+            expected = truth(*properties.as_float64(x))
         close(call_pure(module, *x, what=label) if pure else module(*x), expected, label, dtype, tol)
 
 
@@ -260,9 +260,7 @@ def students_rope(t):
 
 def on_students_rope(fn):
     """Run a check of Q4 or Q7 with the student's own RoPE as the grader's (see students_rope)."""
-    import functools
-
-    @functools.wraps(fn)
+    @wraps(fn)
     def run(t):
         with students_rope(t):
             return fn(t)
@@ -389,12 +387,9 @@ def swiglu_shapes(d, d_ff, bias):
 def mlp_formula(t):
     for d, d_ff, bias in ((5, 11, True), (8, 6, False)):
         state = plain_state(t, mlp_shapes("", d, d_ff, bias))
-        each_dtype(t, "MLP", (d, d_ff), {"bias": bias}, state, lambda dtype: (randn(t, 3, 4, d, dtype=dtype) * 2,),
-                   lambda x: t_mlp(x, as64(state), ""), f"MLP({d}, {d_ff}, bias={bias})(x (3, 4, {d}))")
-        for shape in ((6, d), (2, 2, 3, d)):  # (..., d_model): 2-D and 4-D too
-            x = randn(t, *shape)
-            module = make_module(t, "MLP", (d, d_ff), {"bias": bias}, state, F64)
-            close(module(x), t_mlp(x, as64(state), "").detach(), f"MLP({d}, {d_ff}, bias={bias})(x {shape})", F64)
+        for shape in ((3, 4, d), (6, d), (2, 2, 3, d)):  # (..., d_model): 2-D and 4-D too
+            each_dtype(t, "MLP", (d, d_ff), {"bias": bias}, state, lambda dtype: (randn(t, *shape, dtype=dtype) * 2,),
+                       lambda x: t_mlp(x, as64(state), ""), f"MLP({d}, {d_ff}, bias={bias})(x {shape})")
 
 
 @check(2, 1.5, "SwiGLU: down(SiLU(gate(x)) * up(x)), default without biases and with", uses=("SwiGLU",),
@@ -403,13 +398,10 @@ def swiglu_formula(t):
     for d, d_ff, bias in ((6, 10, False), (7, 4, True)):
         state = plain_state(t, swiglu_shapes(d, d_ff, bias))
         s = as64(state)
-        each_dtype(t, "SwiGLU", (d, d_ff), {"bias": True} if bias else {}, state, lambda dtype: (
-            randn(t, 2, 5, d, dtype=dtype) * 2,), lambda x: t_linear(F.silu(t_linear(x, s, "gate")) * t_linear(
-                x, s, "up"), s, "down"), f"SwiGLU({d}, {d_ff}{', bias=True' if bias else ''})(x (2, 5, {d}))")
-        x = randn(t, 3, d)  # (..., d_model): 2-D too
-        expected = t_linear(F.silu(t_linear(x, s, "gate")) * t_linear(x, s, "up"), s, "down")
-        close(make_module(t, "SwiGLU", (d, d_ff), {"bias": True} if bias else {}, state, F64)(x), expected,
-              f"SwiGLU({d}, {d_ff})(x (3, {d}))", F64)
+        for shape in ((2, 5, d), (3, d)):  # (..., d_model): 2-D too
+            each_dtype(t, "SwiGLU", (d, d_ff), {"bias": True} if bias else {}, state, lambda dtype: (
+                randn(t, *shape, dtype=dtype) * 2,), lambda x: t_linear(F.silu(t_linear(x, s, "gate")) * t_linear(
+                    x, s, "up"), s, "down"), f"SwiGLU({d}, {d_ff}{', bias=True' if bias else ''})(x {shape})")
 
 
 @check(2, 1, "MLP and SwiGLU gradients (float64), inputs left unchanged, batch of one", uses=("MLP", "SwiGLU"))
@@ -429,12 +421,10 @@ def rope_formula(t):
     for positions in (torch.arange(6), torch.tensor([3, 0, 11, 7, 2999, 5])):
         what = f"apply_rope(x (2, 3, 6, 8), positions={positions.tolist()})"
         close(call_pure(t.student.apply_rope, x, positions, what=what), t_rope(x, positions), what, F64)
-    what = "apply_rope(x (2, 3, 6, 8), arange(6), base=100.0)"
-    close(t.student.apply_rope(x, torch.arange(6), 100.0), t_rope(x, torch.arange(6), 100.0), what, F64)
-    for shape in ((6, 8), (2, 1, 3, 6, 4)):  # x is (..., T, d): any number of leading dimensions
-        y = randn(t, *shape)
-        what = f"apply_rope(x {shape}, arange(6))"
-        close(t.student.apply_rope(y, torch.arange(6)), t_rope(y, torch.arange(6)), what, F64)
+    # another base; then x (..., T, d) with any number of leading dimensions, at the default base
+    for y, base in ((x, (100.0,)), (randn(t, 6, 8), ()), (randn(t, 2, 1, 3, 6, 4), ())):
+        what = f"apply_rope(x {tuple(y.shape)}, arange(6){''.join(f', base={b}' for b in base)})"
+        close(t.student.apply_rope(y, torch.arange(6), *base), t_rope(y, torch.arange(6), *base), what, F64)
     S, far = properties.Sample, torch.tensor([2999, 17, 1500, 2998, 3, 2000])
     properties.run(t, properties.Graded("apply_rope", t.student.apply_rope, exact_rope, {
         "inputs": [S("x (2, 3, 6, 8), positions arange(6), float64", (x, torch.arange(6)))],
@@ -468,10 +458,6 @@ def attention_cross(t):
 @check(3, 1, "MultiHeadAttention with scores near +-1000 (float64): no overflow, against SDPA", uses=ATTN,
        hint="torch.softmax subtracts each row's maximum before exp; exp(1000) by hand is inf, and inf / inf is NaN.")
 def attention_extremes(t):
-    properties.run(t, attention_matrix(t))
-
-
-def attention_matrix(t) -> properties.Graded:
     """MultiHeadAttention's extreme samples for the property matrix: x of size 40, so scores q.k / sqrt(d_head) of
     about 1000 (exp overflows even in float64), causal or not, float64; forward, and gradients w.r.t. x
     and every weight against the reference's module with the same weights (no RoPE: its formula is rope_formula's)."""
@@ -481,7 +467,7 @@ def attention_matrix(t) -> properties.Graded:
     x = randn(t, 2, 6, D, scale=40.0)
     samples = [properties.Sample(f"x (2, 6, {D}) with entries of size 40, causal={causal}, float64", (x, None, causal),
                                  wrt=(0,), tol=DEEP_TOL[F64]) for causal in (False, True)]
-    return properties.Graded(f"MultiHeadAttention({D}, {HEADS})", module, reference, {"extremes": samples})
+    properties.run(t, properties.Graded(f"MultiHeadAttention({D}, {HEADS})", module, reference, {"extremes": samples}))
 
 
 @check(3, 1, "MultiHeadAttention gradients w.r.t. x, context and every weight (float64), on any device", uses=ATTN)
@@ -748,13 +734,8 @@ def adamw_class(t):
 def schedule_edges(t):
     for max_lr, warmup, total, min_lr in ((1.0, 10, 110, 0.0), (3e-3, 4, 20, 3e-4), (0.5, 1, 6, 0.05), (2.0, 0, 8, 0.2)):
         for step in sorted({0, 1, warmup - 1, warmup, warmup + 1, (warmup + total) // 2, total - 1, total, total + 7} - {-1}):
-            if step < warmup:
-                expected = max_lr * (step + 1) / warmup
-            elif step >= total:
-                expected = min_lr
-            else:
-                progress = (step - warmup) / (total - warmup)
-                expected = min_lr + (max_lr - min_lr) * (1 + math.cos(math.pi * progress)) / 2
+            schedule = dict(max_lr=max_lr, warmup_steps=warmup, min_lr=min_lr)
+            expected = min_lr if step >= total else spec_lr(schedule, step, total)
             what = f"lr_at({step}, max_lr={max_lr}, warmup_steps={warmup}, total_steps={total}, min_lr={min_lr})"
             got = t.student.lr_at(step, max_lr, warmup, total, min_lr)
             if isinstance(got, bool) or not isinstance(got, (int, float)):
@@ -949,7 +930,8 @@ def trained_lm(t, task: str, data, config, settings, what) -> dict:
     first, _ = checked_state(t.student.train_lm(handle, config, short, init), names, label)
     assert_same_steps(first, grader_steps(t.ref, config, short, init, data, FIRST_STEPS)[0], label, FIRST_STEPS_FROM)
     state, _ = checked_state(t.student.train_lm(handle, config, settings, init), names, what)
-    tied(state, what)
+    if not torch.equal(state["head.weight"], state["tok_emb.weight"]):
+        raise CheckFailed(f"{what}: head.weight and tok_emb.weight differ; with tie_weights=True they are one tensor")
     assert_descends(init, state, start_of(t, task), what, least=START_LEAST, mean=START_MEAN)
     return state
 
@@ -1059,11 +1041,6 @@ def checked_names(state, names_like: dict, what: str) -> dict:
     return out
 
 
-def tied(state: dict, what: str) -> None:
-    if not torch.equal(state["head.weight"], state["tok_emb.weight"]):
-        raise CheckFailed(f"{what}: head.weight and tok_emb.weight differ; with tie_weights=True they are one tensor")
-
-
 def spec_lr(settings, step, total):
     """The stated schedule (linear warmup from (step + 1) / warmup, cosine to min_lr at `total`), written here."""
     warm = settings["warmup_steps"]
@@ -1114,11 +1091,8 @@ EXACT_SETTINGS = dict(batch_size=3, block_size=8, max_lr=0.02, min_lr=0.002, war
                       betas=(0.9, 0.95), eps=1e-4, grad_clip=0.3, seed=4)
 
 
-# Positions visited (properties.Reads): the stream 0, 1, .., n - 1 with one token id per position, crops of
-# one position (block_size 1), an untied head and no weight decay, so a row of tok_emb moves only when its
-# position is a crop's start: the rows that moved are the starts drawn. 40 steps of 10 crops over 400 possible
-# starts must spread over the whole stream as uniform draws do (properties.SPREAD_SHARE; the margin is
-# measured over 10,000 seeds in docs/assignments/transformer.md).
+# Positions visited (properties.Reads; design and margin in docs/assignments/transformer.md): crops of one position
+# on the stream 0, 1, .., n - 1, untied, no weight decay, so the rows of tok_emb that moved are the starts drawn.
 POSITIONS_CONFIG = dict(vocab_size=401, d_model=8, n_layers=1, n_heads=2, d_ff=12, max_len=1, tie_weights=False)
 POSITIONS_SETTINGS = dict(EXACT_SETTINGS, steps=40, batch_size=10, block_size=1, weight_decay=0.0)
 CROPS_HINT = (" Draw every step's batch with get_batch(train_ids, batch_size, block_size, g), g the one "
