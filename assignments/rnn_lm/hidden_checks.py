@@ -32,8 +32,8 @@ from autograder.checking.provenance import assert_descends, start_profile
 from autograder.checking.purity import call_pure, call_twice
 from autograder.checking.reference_results import reference_result
 from autograder.checking.remote import StudentError
-from autograder.checking.torch_checks import (MODULE_TOLERANCES, assert_module_close, gradcheck, load_weights, output,
-                                              randn, reference_module)
+from autograder.checking.torch_checks import (MODULE_TOLERANCES, assert_module_close, assert_param_grads, gradcheck,
+                                              output, randn, reference_module, student_module)
 from autograder.errors import CheckFailed
 
 F32, F64 = torch.float32, torch.float64
@@ -97,14 +97,6 @@ def cell_weights(t, kind: str, d: int, H: int, prefix: str = "") -> dict:
             f"{prefix}bias_hh": randn(t, G, dtype=F32, scale=0.3)}
 
 
-def make_module(t, cls, args: tuple, state: dict, dtype, **kwargs):
-    """The student's (or a given) class in the worker, holding the grader's weights, on the grading device."""
-    module = cls(*args, **kwargs)
-    module = module.double() if dtype == F64 else module.float()  # cast first: loading never rounds the weights
-    load_weights(t, module, {k: v.to(dtype) for k, v in state.items()}, f"{getattr(cls, '_label', 'the module')}{args}")
-    return module.to(t.device)
-
-
 def builtin_layer(kind: str, weights: dict, d: int, H: int, prefix: str = "") -> nn.Module:
     """PyTorch's nn.RNN / nn.LSTM / nn.GRU (float64, batch first) holding the same float32 weights."""
     names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
@@ -136,25 +128,6 @@ def assert_state_close(got, expected, what: str, dtype, kind: str) -> None:
         assert_module_close(output(got, None, what), expected, what + " final state", dtype)
 
 
-def assert_param_grads(module, ref_module: nn.Module, args: list, what: str, *, rng, output_index=None) -> None:
-    """Gradients w.r.t. every parameter equal the reference's (same weights), float64; tuple outputs allowed."""
-    ref_out = ref_module(*args)
-    if output_index is not None:
-        ref_out = ref_out[output_index]
-    cotangent = torch.from_numpy(rng.standard_normal(tuple(ref_out.shape)))
-    got = module.vjp(list(args), [], cotangent, output_index=output_index or 0)
-    expected = torch.autograd.grad((ref_out * cotangent).sum(), list(ref_module.parameters()), allow_unused=True)
-    got_grads = got.get("param_grads", {}) if isinstance(got, dict) else {}
-    for (name, param), grad in zip(ref_module.named_parameters(), expected):
-        grad = torch.zeros_like(param) if grad is None else grad
-        if name not in got_grads:
-            raise CheckFailed(f"{what}: no gradient reached parameter `{name}`; is it used in forward "
-                              "(and the only parameter of that name)?")
-        if bool(grad.abs().max() > 0) and np.all(got_grads[name].numpy() == 0):
-            raise CheckFailed(f"{what}: the gradient of `{name}` is all zeros; is `{name}` used in forward?")
-        assert_close(got_grads[name], grad, f"{what}: gradient of `{name}`", rtol=1e-7, atol=1e-9)
-
-
 D = properties.OnDevice  # a call for the matrix's `device` property (fail-only; alone: properties.run_device)
 IN_FLOAT64 = dict(follows_dtype=False, dtypes=("float64",))  # a model passed in sets the dtype: decoders, trainings
 
@@ -171,15 +144,13 @@ def cell_vs_builtin(t, kind: str) -> None:
     for B, d, H in ((3, 5, 4), (1, 2, 7)):
         weights = cell_weights(t, kind, d, H)
         for dtype in DTYPES:
-            cell = make_module(t, getattr(t.student, name), (d, H), weights, dtype)
+            cell = student_module(t, getattr(t.student, name), (d, H), weights, dtype)
             x, state = randn(t, B, d, dtype=dtype), random_state(t, kind, B, H, dtype)
             what = f"{name}({d}, {H})(x ({B}, {d}), state, {name_of(dtype)})"
             got = call_pure(cell, x, state, what=what)
             _, expected = run_builtin(kind, weights, x[:, None], state)
             assert_state_close(got, expected, what, dtype, kind)
-            if kind == "lstm":
-                got = parts(got, 2, what)
-            for value in (got if kind == "lstm" else [got]):
+            for value in (parts(got, 2, what) if kind == "lstm" else [got]):
                 assert_shape(value, (B, H), what)
                 assert_dtype(value, name_of(dtype), what)
     properties.run(t, cell_matrix(t, kind))
@@ -196,7 +167,7 @@ def cell_matrix(t, kind: str) -> properties.Graded:
     reference = reference_module(BUILTIN_CELL[kind](d, H), weights, F64)
     samples = []
     for dtype, scale in ((F32, 100.0), (F64, 1000.0)):
-        cell = make_module(t, getattr(t.student, name), (d, H), weights, dtype)
+        cell = student_module(t, getattr(t.student, name), (d, H), weights, dtype)
         x, state = randn(t, B, d, dtype=dtype, scale=scale), random_state(t, kind, B, H, dtype)
         for sign in (1, -1):
             label = f"x ({B}, {d}) of about {sign * scale:+g} (saturated gates), a state, {name_of(dtype)}"
@@ -212,7 +183,7 @@ def layer_vs_builtin(t, kind: str) -> None:
     for B, T, d, H in ((3, 7, 5, 4), (1, 1, 3, 6), (2, 4, 1, 3)):
         weights = cell_weights(t, kind, d, H, "cell.")
         for dtype in DTYPES:
-            layer = make_module(t, getattr(t.student, name), (d, H), weights, dtype)
+            layer = student_module(t, getattr(t.student, name), (d, H), weights, dtype)
             x = randn(t, B, T, d, dtype=dtype)
             for label, state in (("no initial state", None), ("an initial state", random_state(t, kind, B, H, dtype))):
                 what = f"{name}({d}, {H})(x ({B}, {T}, {d}), {label}, {name_of(dtype)})"
@@ -224,14 +195,14 @@ def layer_vs_builtin(t, kind: str) -> None:
                 assert_dtype(outputs, name_of(dtype), what + " outputs")
                 assert_module_close(outputs, expected_out, what + " outputs", dtype)
                 assert_state_close(final, expected_final, what, dtype, kind)
-    properties.run_device(t, f"{name}({d}, {H})", make_module(t, getattr(t.student, name), (d, H), weights, F32),
+    properties.run_device(t, f"{name}({d}, {H})", student_module(t, getattr(t.student, name), (d, H), weights, F32),
                           f"x (2, 3, {d})", (randn(t, 2, 3, d, dtype=F32),))
 
 
 def layer_gradients(t, kind: str) -> None:
     B, T, d, H = 2, 4, 3, 5
     weights = cell_weights(t, kind, d, H, "cell.")
-    layer = make_module(t, getattr(t.student, LAYER[kind]), (d, H), weights, F64)
+    layer = student_module(t, getattr(t.student, LAYER[kind]), (d, H), weights, F64)
     x, state = randn(t, B, T, d), random_state(t, kind, B, H, F64)
     what = f"{LAYER[kind]}({d}, {H}) on x ({B}, {T}, {d}) with an initial state"
     wrt = [0] if kind == "lstm" else [0, 1]  # an LSTM's state is a pair (h, c)
@@ -240,7 +211,7 @@ def layer_gradients(t, kind: str) -> None:
     properties.run_pure(t, f"{LAYER[kind]}({d}, {H})", layer, ref, f"x ({B}, {T}, {d}), a state, float64", (x, state))
     assert_param_grads(layer, ref, [x, state], what, rng=t.rng, output_index=0)
     cell_w = {k.removeprefix("cell."): v for k, v in weights.items()}
-    cell = make_module(t, getattr(t.student, CELL[kind]), (d, H), cell_w, F64)
+    cell = student_module(t, getattr(t.student, CELL[kind]), (d, H), cell_w, F64)
     xs, hs = randn(t, B, d), random_state(t, kind, B, H, F64)
     if kind == "lstm":
         for index, part in ((0, "h"), (1, "c")):
@@ -323,7 +294,7 @@ def lm_logits(kind: str, weights: dict, tokens, state=None):
 def student_lm(t, kind: str, V: int, E: int, H: int, weights: dict, dtype, tied: bool = False):
     layer = getattr(t.student, LAYER[kind]).get()
     kwargs = {"tie_weights": True} if tied else {}
-    return make_module(t, t.student.RNNLM, (V, E, H), weights, dtype, layer=layer, **kwargs)
+    return student_module(t, t.student.RNNLM, (V, E, H), weights, dtype, layer=layer, **kwargs)
 
 
 def random_tokens(t, B: int, T: int, V: int) -> torch.Tensor:
@@ -447,7 +418,7 @@ def lm_loss_hidden(t):
     cases = [(None, random_tokens(t, 3, 6, V)), (0, padded_tokens(t, [6, 3, 2, 5], V, 0)),
              (5, padded_tokens(t, [4, 7], V, 5)), (None, random_tokens(t, 1, 2, V)), (0, padded_tokens(t, [2], V, 0))]
     for dtype in DTYPES:
-        model = make_module(t, t.student.ToyRecurrentLM, (V, d), weights, dtype)
+        model = student_module(t, t.student.ToyRecurrentLM, (V, d), weights, dtype)
         for pad_id, tokens in cases:
             what = f"lm_loss(ToyRecurrentLM({V}, {d}), tokens {tuple(tokens.shape)}, pad_id={pad_id}, {name_of(dtype)})"
             got = call_pure(t.student.lm_loss, model, tokens, pad_id=pad_id, what=what)
@@ -459,16 +430,16 @@ def lm_loss_hidden(t):
     positional = t.student.lm_loss(model, cases[1][1], 0)
     assert_module_close(positional, call_pure(t.student.lm_loss, model, cases[1][1], pad_id=0), "lm_loss(model, tokens, 0) "
                      "(pad_id given by position)", F64)
-    # the matrix: logits of about a thousand (-log(softmax(z)[target]) is -log(0) = inf), the loss in float32
-    # (forward only: no model on the reference's side) and in float64 with its gradients w.r.t. the parameters,
-    # against the grader's float64 loss; inputs and devices on the cases without padding and with pad_id=0
+    # the matrix: logits of about a thousand (-log(softmax(z)[target]) is -log(0) = inf), the loss and its gradients
+    # w.r.t. the parameters in float32 (finite) and float64 (equal to the grader's float64 loss's); inputs and devices
+    # on the cases without padding and with pad_id=0
     loud = dict(weights, **{"proj.weight": weights["proj.weight"] * LOUD})
     tokens, loud_ref, toy = padded_tokens(t, [6, 4, 3], V, 0), toy_reference(t, V, d, loud), t.student.ToyRecurrentLM
     label, S, Both = f"ToyRecurrentLM({V}, {d}) with logits of about a thousand, tokens (3, 6) padded, pad_id=0", \
         properties.Sample, properties.Both
-    extremes = [S(label + ", float32", (Both(make_module(t, toy, (V, d), loud, F32), None), tokens, 0),
-                  reference=lambda _, *rest: lm_loss_truth(loud_ref, *rest), tol=MODULE_TOLERANCES[F32]),
-                S(label + ", float64", (Both(make_module(t, toy, (V, d), loud, F64), loud_ref), tokens, 0))]
+    extremes = [S(label + ", float32", (Both(student_module(t, toy, (V, d), loud, F32), loud_ref), tokens, 0),
+                  tol=MODULE_TOLERANCES[F32], dtype=F32),
+                S(label + ", float64", (Both(student_module(t, toy, (V, d), loud, F64), loud_ref), tokens, 0))]
     (_, plain), (_, padded) = cases[:2]
     properties.run(t, properties.Graded("lm_loss", t.student.lm_loss, lm_loss_truth, {"extremes": extremes, "inputs": [
         S(f"ToyRecurrentLM({V}, {d}) in float64, tokens (4, 6) padded, pad_id=0", (Both(model, ref), padded),
@@ -561,14 +532,10 @@ def clip_case(t, grads: list, max_norm: float, what: str):
     params = worker_parameters(t, grads)
     norm = t.student.clip_grad_norm(params, max_norm)
     got = [None if isinstance(g, tuple) else p.grad.get() for p, g in zip(params, grads)]
-    expected_params = []
-    for g in grads:
-        if isinstance(g, tuple):
-            expected_params.append(torch.zeros(g[1], dtype=F64, requires_grad=True))
-        else:
-            p = torch.zeros_like(g, requires_grad=True)
-            p.grad = g.clone()
-            expected_params.append(p)
+    expected_params = [torch.zeros(g[1] if isinstance(g, tuple) else g.shape, dtype=F64, requires_grad=True)
+                       for g in grads]
+    for p, g in zip(expected_params, grads):
+        p.grad = None if isinstance(g, tuple) else g.clone()
     expected_norm = torch.nn.utils.clip_grad_norm_(expected_params, max_norm)
     if isinstance(norm, bool) or not isinstance(norm, float):
         raise CheckFailed(f"{what} should return the norm before clipping as a Python float, as the docstring says "
@@ -634,7 +601,7 @@ def tbptt_case(t, V: int, d: int, N: int, settings: dict, weights: dict, about: 
     (`about` the weights, `why` a failure's likely cause)."""
     stream = torch.from_numpy(t.rng.integers(0, V, size=N))
     what = f"train_lm(ToyRecurrentLM({V}, {d}){about}, stream ({N},), {spelled(settings)}){why}"
-    model = make_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64)
+    model = student_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64)
     with library_advice(TBPTT_USES):  # an undetached carried state: PyTorch's "backward ... a second time"
         losses = call_pure(t.student.train_lm, model, stream, what=what, **settings)
     ref = toy_reference(t, V, d, weights)
@@ -707,7 +674,7 @@ def tbptt_reads(t, N: int, settings: dict, checkpoints: tuple) -> properties.Rea
     label = (f"ToyRecurrentLM({V}, {d}), stream 0, 1, .., {N - 1} (each position its own token id; batchify gives "
              f"{B} row(s) of {N // B}: row b holds positions {N // B}b onwards), {spelled(settings)}, runs of "
              f"{', '.join(map(str, checkpoints))} steps")
-    models = (lambda: make_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64),
+    models = (lambda: student_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64),
               lambda: toy_reference(t, V, d, weights))
     return embedding_reads(t, "train_lm", label, models, weights, "embedding.weight", (torch.arange(N),), settings,
                            checkpoints, WALK_HINT)
@@ -756,13 +723,13 @@ def train_lm_repeatable(t):
     stream = torch.from_numpy(t.rng.integers(0, V, size=40))
     runs = []
     for _ in range(2):
-        model = make_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64)
+        model = student_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64)
         with library_advice(TBPTT_USES):
             runs.append(t.student.train_lm(model, stream, steps=6, lr=0.1, batch_size=2, bptt=5, clip=1.0))
     assert_close(as_array(runs[1], "train_lm losses")[0], as_array(runs[0], "train_lm losses")[0],
                  "train_lm twice from the same weights: the losses of the second run", rtol=0, atol=0)
     # the model on a non-CPU device, the stream on the CPU where a caller keeps it: the loop moves what it feeds
-    model = make_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64)
+    model = student_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64)
     properties.run_device(t, "train_lm", t.student.train_lm, "ToyRecurrentLM on the device, stream (40,) on the CPU, "
                           "steps=3", (model, stream), dict(steps=3, lr=0.1, batch_size=2, bptt=5, clip=1.0),
                           move_data=False, **IN_FLOAT64)
@@ -806,7 +773,7 @@ def hidden_grad_norms_hidden(t):
                 t.student.GRUCell(d, H)(randn(t, 1, d, dtype=F32), randn(t, 1, H, dtype=F32))
             except StudentError:
                 continue  # extra credit not attempted: its norms are not asked for
-        cell = make_module(t, getattr(t.student, CELL[kind]), (d, H), weights, F64)
+        cell = student_module(t, getattr(t.student, CELL[kind]), (d, H), weights, F64)
         for label, state, steps in (("no state", None, T), ("a state", random_state(t, kind, B, H, F64), T),
                                     ("T = 1", None, 1)):
             x = randn(t, B, steps, d)
@@ -817,7 +784,7 @@ def hidden_grad_norms_hidden(t):
             assert_dtype(got, "float64", what + " (float64 inputs and weights)")
             assert_close(got, true_grad_norms(kind, weights, x, state), what, rtol=1e-6, atol=1e-12)
     for kind in ("rnn", "lstm"):
-        cell = make_module(t, getattr(t.student, CELL[kind]), (d, H), cell_weights(t, kind, d, H), F64)
+        cell = student_module(t, getattr(t.student, CELL[kind]), (d, H), cell_weights(t, kind, d, H), F64)
         properties.run_device(t, "hidden_grad_norms", t.student.hidden_grad_norms,
                               f"{CELL[kind]}({d}, {H}), x ({B}, 4, {d})", (cell, randn(t, B, 4, d)), **IN_FLOAT64)
 
@@ -910,7 +877,7 @@ def decoder_matrix(t, fn: str) -> properties.Graded:
         extremes = [S("TableModel (logits of thousands), prefix [1, 2], max_len=5, eos_id=4", (loud, [1, 2], 5, 4))]
     generator = S("TableModel (V = 5), prefix [1, 2], max_len=6, eos_id=4, temperature=1.0, seed=5", (quiet, [1, 2], 6, 4),
                   {"temperature": 1.0, "seed": 5}) if fn == "sample" else None
-    toy = make_module(t, t.student.ToyRecurrentLM, (5, 3), toy_weights(t, 5, 3), F64)
+    toy = student_module(t, t.student.ToyRecurrentLM, (5, 3), toy_weights(t, 5, 3), F64)
     args, shown = (([1], 2, 3, 0), "prefix [1], beam_size=2, max_len=3, eos_id=0") if fn == "beam_search" else \
         (([1, 2], 3, 4), "prefix [1, 2], max_len=3, eos_id=4")
     device = [D(f"{label}, {shown}", (m, *args), **IN_FLOAT64)
@@ -1218,9 +1185,9 @@ def shakespeare_lstm(t):
     args = (V, Q7_MODEL["emb_dim"], Q7_MODEL["hidden_size"])
     what = (f"train_lm(RNNLM({V}, 32, 128, layer=LSTMLayer) holding the grader's initial weights, Shakespeare train "
             f"characters ({len(train_ids)},), {spelled(Q7_SETTINGS)})")
-    replay_first_steps(t, "train_lm", make_module(t, t.student.RNNLM, args, init, F64, layer=layer), (stream,),
+    replay_first_steps(t, "train_lm", student_module(t, t.student.RNNLM, args, init, F64, layer=layer), (stream,),
                        reference_module(q7_model(t.ref, V), init, F64), (train_ids,), Q7_SETTINGS, what)
-    model = make_module(t, t.student.RNNLM, args, init, F32, layer=layer)
+    model = student_module(t, t.student.RNNLM, args, init, F32, layer=layer)
     with library_advice(TBPTT_USES):
         float_list(t.student.train_lm(model, stream, **Q7_SETTINGS), Q7_SETTINGS["steps"], what)
     state = checked_state(model.state_dict(), init, what)
@@ -1287,13 +1254,13 @@ def additive_attention_matrix(t, w: dict, Hq: int, Hk: int, A: int) -> propertie
             ("a saturated tanh", w, 1000.0, [6, 2, 4])):
         reference = reference_module(t.ref.AdditiveAttention(Hq, Hk, A), weights, F64)
         for dtype in (F64, F32):
-            module = make_module(t, t.student.AdditiveAttention, (Hq, Hk, A), weights, dtype)
+            module = student_module(t, t.student.AdditiveAttention, (Hq, Hk, A), weights, dtype)
             query, keys = randn(t, 3, Hq, dtype=dtype, scale=scale), randn(t, 3, 6, Hk, dtype=dtype, scale=scale)
             for mask, shown in ((length_mask(lengths, 6), f"lengths {lengths}"), (None, "no mask")):
                 samples.append(properties.Sample(
                     f"query (3, {Hq}), keys (3, 6, {Hk}) with {label}, {shown}, {name_of(dtype)}", (query, keys, mask),
                     wrt=(0, 1), output_index=0, call=module, reference=reference))
-    module = make_module(t, t.student.AdditiveAttention, (Hq, Hk, A), w, F32)
+    module = student_module(t, t.student.AdditiveAttention, (Hq, Hk, A), w, F32)
     query, keys, shown = randn(t, 2, Hq, dtype=F32), randn(t, 2, 5, Hk, dtype=F32), f"query (2, {Hq}), keys (2, 5, {Hk})"
     device = [D(f"{shown}, lengths [5, 2]", (query, keys, length_mask([5, 2], 5)), call=module),
               D(f"{shown} (mask left at None)", (query, keys), call=module)]
@@ -1308,7 +1275,7 @@ def attention_hidden(t):
     Hq, Hk, A = 3, 4, 5
     w = attention_weights(t, Hq, Hk, A)
     for dtype in DTYPES:
-        module = make_module(t, t.student.AdditiveAttention, (Hq, Hk, A), w, dtype)
+        module = student_module(t, t.student.AdditiveAttention, (Hq, Hk, A), w, dtype)
         for B, S, lengths in ((3, 6, [6, 2, 4]), (3, 6, None), (1, 1, [1]), (2, 7, [1, 7])):
             query, keys = randn(t, B, Hq, dtype=dtype), randn(t, B, S, Hk, dtype=dtype)
             mask = None if lengths is None else length_mask(lengths, S)
@@ -1328,7 +1295,7 @@ def attention_hidden(t):
        uses=("AdditiveAttention",))
 def attention_gradients(t):
     w = attention_weights(t, 3, 4, 5)
-    module = make_module(t, t.student.AdditiveAttention, (3, 4, 5), w, F64)
+    module = student_module(t, t.student.AdditiveAttention, (3, 4, 5), w, F64)
     query, keys, mask = randn(t, 2, 3), randn(t, 2, 6, 4), length_mask([6, 3], 6)
     gradcheck(module, [query, keys, mask], [0, 1], "AdditiveAttention(3, 4, 5) context", output_index=0)
     assert_param_grads(module, reference_module(t.ref.AdditiveAttention(3, 4, 5), w, F64), [query, keys, mask],
@@ -1374,7 +1341,7 @@ def seq2seq_forward_hidden(t):
     src, tgt = digit_pairs(t.rng, 3, 5)
     tgt_in = torch.cat([torch.full((3, 1), BOS), tgt[:, :-1]], dim=1)
     for dtype in DTYPES:
-        model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, dtype)
+        model = student_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, dtype)
         what = f"Seq2Seq(13, 5, 6, 4)(src (3, 5) padded, src_mask, tgt_in (3, 6), {name_of(dtype)})"
         logits, weights = parts(call_pure(model, src, src != PAD, tgt_in, what=what), 2, what)
         with torch.no_grad():
@@ -1382,11 +1349,11 @@ def seq2seq_forward_hidden(t):
         assert_shape(output(weights, None, what), (3, 6, 5), what + " attention weights")
         assert_module_close(weights, expected_weights, what + " attention weights", dtype)
         assert_module_close(logits, expected_logits, what + " logits", dtype)
-    model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F64)
+    model = student_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F64)
     properties.run_pure(t, "Seq2Seq(13, 5, 6, 4) in float64", model, ref, "src (3, 5) padded, src_mask, tgt_in (3, 6)",
                         (src, src != PAD, tgt_in))
     assert_param_grads(model, ref, [src, src != PAD, tgt_in], "Seq2Seq(13, 5, 6, 4)", rng=t.rng, output_index=0)
-    properties.run_device(t, "Seq2Seq(13, 5, 6, 4)", make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F32),
+    properties.run_device(t, "Seq2Seq(13, 5, 6, 4)", student_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F32),
                           "src (3, 5) padded, src_mask, tgt_in (3, 6)", (src, src != PAD, tgt_in))
 
 
@@ -1406,7 +1373,7 @@ def s2s_reads(t, N: int, settings: dict, checkpoints: tuple) -> properties.Reads
     tgt = torch.cat([src, torch.full_like(src, EOS)], dim=1)  # (N, 2): the one-digit string reversed, then </s>
     label = (f"Seq2Seq({V}, 3, 4, 3), {N} pairs whose sources are one token each (position i: pair i), "
              f"{spelled(settings)}, runs of {', '.join(map(str, checkpoints))} steps")
-    models = (lambda: make_module(t, t.student.Seq2Seq, (V, *dims.values()), weights, F64),
+    models = (lambda: student_module(t, t.student.Seq2Seq, (V, *dims.values()), weights, F64),
               lambda: s2s_reference(t.ref, weights, vocab=V, **dims))
     return embedding_reads(t, "train_seq2seq", label, models, weights, "src_embedding.weight", (src, tgt), settings,
                            checkpoints, PAIRS_HINT, rows=slice(DIGIT0, None))
@@ -1425,13 +1392,13 @@ def train_seq2seq_exact(t):
         settings = dict(steps=steps, lr=0.05, batch_size=4, clip=clip)
         what = (f"train_seq2seq(Seq2Seq(13, 5, 6, 4){' with logits of about a thousand' if state is loud else ''}, "
                 f"src (8, 5), tgt (8, 6), {spelled(settings)})")
-        model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F64)
+        model = student_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), state, F64)
         with library_advice(S2S_USES + ("train_seq2seq",)):  # no state carried between batches: generic advice
             losses = call_pure(t.student.train_seq2seq, model, src, tgt, what=what, **settings)
         ref = s2s_reference(t.ref, state, **SMALL)
         assert_same_steps(losses, model, ref, t.ref.train_seq2seq(ref, src, tgt, **settings), what)
     # the model on a non-CPU device, src and tgt on the CPU: the loop moves them, and makes its BOS column there
-    model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), quiet, F64)
+    model = student_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), quiet, F64)
     properties.run_device(t, "train_seq2seq", t.student.train_seq2seq, "Seq2Seq on the device, src and tgt on the CPU, "
                           "steps=2", (model, src, tgt), dict(steps=2, lr=0.05, batch_size=4, clip=1.0), move_data=False,
                           **IN_FLOAT64)
@@ -1469,7 +1436,7 @@ def greedy_translate_hidden(t):
     S, samples = properties.Sample, {"shapes": [], "edges": []}
     for label, state, dims, lengths in cases:  # rows of different lengths; max_len=0 is no step at all
         name = f"Seq2Seq(13, {', '.join(map(str, dims.values()))}) with {label} model's weights"
-        both = properties.Both(make_module(t, t.student.Seq2Seq, (S2S_VOCAB, *dims.values()), state, F64),
+        both = properties.Both(student_module(t, t.student.Seq2Seq, (S2S_VOCAB, *dims.values()), state, F64),
                                s2s_reference(t.ref, state, **dims))
         samples["shapes"] += [S(f"{name}, src (8, 6) padded, max_len={n}", (both, src, n)) for n in lengths]
     samples["edges"] = [S(f"{name}, src (8, 6) padded, max_len=0", (both, src, 0)),
@@ -1527,10 +1494,10 @@ def seq2seq_reversal(t):
     what = (f"train_seq2seq(Seq2Seq(13, 16, 32, 24) holding the grader's initial weights, {len(src)} digit strings "
             f"and their reversals, {spelled(Q8_SETTINGS)})")
     sources, targets = t.student.put(src, "sources"), t.student.put(tgt, "targets")
-    replay_first_steps(t, "train_seq2seq", make_module(t, t.student.Seq2Seq, (S2S_VOCAB, *Q8_MODEL.values()), state, F64),
+    replay_first_steps(t, "train_seq2seq", student_module(t, t.student.Seq2Seq, (S2S_VOCAB, *Q8_MODEL.values()), state, F64),
                        (sources, targets), s2s_reference(t.ref, state, **Q8_MODEL), (src, tgt), Q8_SETTINGS, what,
                        S2S_USES + ("train_seq2seq",))
-    model = make_module(t, t.student.Seq2Seq, (S2S_VOCAB, *Q8_MODEL.values()), state, F32)
+    model = student_module(t, t.student.Seq2Seq, (S2S_VOCAB, *Q8_MODEL.values()), state, F32)
     with library_advice(S2S_USES + ("train_seq2seq",)):
         losses = float_list(t.student.train_seq2seq(model, sources, targets, **Q8_SETTINGS), Q8_SETTINGS["steps"],
                             what)

@@ -71,7 +71,8 @@ class Sample:
     call: object = None  # the student's callable for this sample, when not the function's (a float32 module)
     reference: object = None  # the trusted callable for this sample, when not the function's
     tol: tuple | None = None  # (rtol, atol) of the comparison; default: by the inputs' float dtype
-    dtype: torch.dtype | None = None  # of the float outputs; default: the float inputs' (None: unchecked)
+    dtype: torch.dtype | None = None  # of the float outputs (and of a model passed in, for its gradients);
+    # default: the float inputs' (None: unchecked)
     hint: str = ""  # what to look at when this sample fails (default: the property's HINTS)
 
 
@@ -304,8 +305,11 @@ def check_gradients(graded: Graded, sample: Sample) -> None:
     grads = got.get("param_grads") if isinstance(got.get("param_grads"), dict) else {}
     pairs = [(f"input {i}", g, e) for i, g, e in zip(sample.wrt, got["input_grads"], expected)]
     pairs += [(f"`{name}`", grads.get(name), e) for (name, _), e in zip(params, expected[len(sample.wrt):])]
-    modules = [a for a in ref_args if isinstance(a, torch.nn.Module)]  # a model passed in: its parameters' dtype
-    float64 = (float_dtype(args) or next((p.dtype for m in modules for p in m.parameters()), None)) == torch.float64
+    # the student's side decides (its float inputs, else the sample's declared dtype: a float32 model passed in
+    # is not held to float64's tolerance); else the parameters of the reference's model, always float64
+    modules = [a for a in ref_args if isinstance(a, torch.nn.Module)]
+    float64 = (float_dtype(args) or sample.dtype
+               or next((p.dtype for m in modules for p in m.parameters()), None)) == torch.float64
     for name, g, e in pairs:
         if not isinstance(g, torch.Tensor) or tuple(g.shape) != tuple(e.shape):
             raise failure("extremes", graded, sample, f"no gradient of the right shape w.r.t. {name}")

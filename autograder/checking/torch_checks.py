@@ -187,27 +187,32 @@ def gradcheck(call, args: list, wrt: list[int], what: str, *, output_index: int 
             assert_close(g, e, f"{what}: gradient w.r.t. input {i} (against the reference)", rtol=1e-7, atol=1e-9)
 
 
-def assert_param_grads(module, ref_module: torch.nn.Module, args: list, what: str, *, rng) -> None:
-    """Gradients w.r.t. every parameter equal the reference's (same weights), in float64.
+def assert_param_grads(module, ref_module: torch.nn.Module, args: list, what: str, *, rng,
+                       output_index: int | None = None) -> None:
+    """Gradients w.r.t. every parameter equal the reference's (same weights), in float64; of item
+    `output_index` where the module returns a tuple (an RNN layer's outputs and final state).
 
     The worker's answer is verified twice by the grader: against the reference's autograd, and,
     along a random direction in parameter space, against central differences of the student's own
     forward (parameters set through `load_state_dict`, then restored exactly).
     """
     args = list(args)
-    ref_out = output(ref_module(*args), None, what)
-    plain = output(module(*args), None, what).detach()
+    ref_out = output(ref_module(*args), output_index, what)
+    plain = output(module(*args), output_index, what).detach()
     cotangent = torch.from_numpy(rng.standard_normal(tuple(ref_out.shape)))
-    got = _vjp(module, args, [], cotangent, None, plain, what)
-    expected = torch.autograd.grad((ref_out * cotangent).sum(), list(ref_module.parameters()))
+    got = _vjp(module, args, [], cotangent, output_index, plain, what)
+    # a parameter the reference's output does not reach (a final state's) has a zero gradient
+    named = list(ref_module.named_parameters())
+    expected = [torch.zeros_like(p) if g is None else g for (_, p), g in zip(named, torch.autograd.grad(
+        (ref_out * cotangent).sum(), [p for _, p in named], allow_unused=True))]
     got_grads = got.get("param_grads", {})
     if not isinstance(got_grads, dict):
         raise CheckFailed(f"{what}: backward did not return parameter gradients")
-    named = list(ref_module.named_parameters())
     checked = {}
     for (name, param), grad in zip(named, expected):
         if name not in got_grads:
-            raise CheckFailed(f"{what}: no gradient reached parameter `{name}`; is it used in forward?")
+            raise CheckFailed(f"{what}: no gradient reached parameter `{name}`; is it used in forward "
+                              "(and the only parameter of that name)?")
         g = _check_grad_shape(got_grads[name], param, f"{what}: gradient of `{name}`")
         if bool(torch.all(g == 0)) and bool(grad.abs().max() > 0):
             raise CheckFailed(f"{what}: the gradient of `{name}` is all zeros; is `{name}` used in forward?")
@@ -221,7 +226,7 @@ def assert_param_grads(module, ref_module: torch.nn.Module, args: list, what: st
 
     def forward(state):
         module.load_state_dict(state, False)
-        return output(module(*args), None, what).detach().to(torch.float64)
+        return output(module(*args), output_index, what).detach().to(torch.float64)
 
     def perturb(direction, step):
         return {name: (original[name].double() + step * direction[name]).to(dtype) for name in original}
@@ -461,13 +466,14 @@ def linear_state(t, prefix: str, d_in: int, d_out: int, bias: bool = True) -> di
     return state
 
 
-def student_module(t, cls, args: tuple, state: dict, dtype: torch.dtype):
-    """The student's class instantiated in its process, with the grader's weights, on the grading device.
+def student_module(t, cls, args: tuple, state: dict, dtype: torch.dtype, **kwargs):
+    """The student's class `cls(*args, **kwargs)` instantiated in its process, with the grader's weights, on
+    the grading device.
 
     Why the grader sets the weights: then the student's output can be compared with a reference or
     a built-in holding exactly the same weights.
     """
-    module = cls(*args)
+    module = cls(*args, **kwargs)
     # Cast before loading: loading float64 weights into float32 parameters would round them.
     module = module.double() if dtype == torch.float64 else module.float()  # dtypes do not cross the wire
     load_weights(t, module, {k: v.to(dtype) for k, v in state.items()}, f"{getattr(cls, '_label', 'the module')}{args}")
