@@ -437,9 +437,8 @@ def lm_loss_hidden(t):
     tokens, loud_ref, toy = padded_tokens(t, [6, 4, 3], V, 0), toy_reference(t, V, d, loud), t.student.ToyRecurrentLM
     label, S, Both = f"ToyRecurrentLM({V}, {d}) with logits of about a thousand, tokens (3, 6) padded, pad_id=0", \
         properties.Sample, properties.Both
-    extremes = [S(label + ", float32", (Both(student_module(t, toy, (V, d), loud, F32), loud_ref), tokens, 0),
-                  tol=MODULE_TOLERANCES[F32], dtype=F32),
-                S(label + ", float64", (Both(student_module(t, toy, (V, d), loud, F64), loud_ref), tokens, 0))]
+    extremes = [S(f"{label}, {name_of(dtype)}", (Both(student_module(t, toy, (V, d), loud, dtype), loud_ref), tokens, 0),
+                  tol=MODULE_TOLERANCES[dtype], dtype=dtype) for dtype in DTYPES]
     (_, plain), (_, padded) = cases[:2]
     properties.run(t, properties.Graded("lm_loss", t.student.lm_loss, lm_loss_truth, {"extremes": extremes, "inputs": [
         S(f"ToyRecurrentLM({V}, {d}) in float64, tokens (4, 6) padded, pad_id=0", (Both(model, ref), padded),
