@@ -86,7 +86,10 @@ def grader_cgroup():
                 break
             except OSError:
                 pass
-    base = Path(tempfile.mkdtemp(prefix="lmgrade-test-grader-", dir=mount))
+    try:
+        base = Path(tempfile.mkdtemp(prefix="lmgrade-test-grader-", dir=mount))
+    except OSError as exc:  # a read-only cgroup file system (an unprivileged container)
+        pytest.skip(f"no cgroup can be made here: {exc}")
     try:
         yield base
     finally:
