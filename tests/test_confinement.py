@@ -25,7 +25,7 @@ from autograder.sandbox.lifecycle import Sandbox
 from tests.helpers import machine_pid, v2_mount
 from autograder.sandbox.limits import USER_ENV, Limits, landlock_on
 from autograder.sandbox.linux import HAVE_PROC
-from autograder.sandbox.namespaces import WORKER_UID_BASE, in_user_namespace
+from autograder.sandbox.namespaces import WORKER_UID_BASE
 
 pytestmark = pytest.mark.skipif(not (HAVE_PROC and hasattr(os, "geteuid") and os.geteuid() == 0),
                                 reason="root on Linux: the mode a TA's batch runs in as root")
