@@ -43,6 +43,21 @@ GRADER = textwrap.dedent(r'''
         time.sleep(0.2)
         return int(open("/proc/self/status").read().split("NSpid:")[1].split()[0])  # this worker, as the grader sees it
 
+    def escape(base):  # leave its cgroup for the grader's, or make one beside it: both must fail
+        done = []
+        try:
+            with open(base + "/cgroup.procs", "w") as f:
+                f.write(str(os.getpid()))
+            done.append("moved")
+        except OSError:
+            pass
+        try:
+            os.mkdir(base + "/escaped")
+            done.append("mkdir")
+        except OSError:
+            pass
+        return done
+
     def where():
         return open("/proc/self/cgroup").read().strip().splitlines()[-1]
 
@@ -57,9 +72,10 @@ GRADER = textwrap.dedent(r'''
     student.orphan()
     student.burn(0.3)
     worker_sees = student.where()
+    escaped = student.escape(sys.argv[3])
     v2 = [g for g in sandbox.cgroups if (g / "cgroup.kill").exists()]
     seen = {"grader": open("/proc/self/cgroup").read().strip().splitlines()[-1].split(":", 2)[2],
-            "pid": os.getpid(), "worker_sees": worker_sees, "groups": [str(g) for g in v2], "cpu": cgroup_cpu(v2),
+            "pid": os.getpid(), "worker_sees": worker_sees, "escaped": escaped, "groups": [str(g) for g in v2], "cpu": cgroup_cpu(v2),
             "members": sorted(int(p) for g in v2 for p in (g / "cgroup.procs").read_text().split())}
     sandbox.close()
     seen["alive_after"] = [p for p in seen["members"] if os.path.exists(f"/proc/{p}")]
@@ -106,7 +122,7 @@ def run_grader(base: Path, python: str = sys.executable, as_user: str = "") -> d
         (base / "cgroup.procs").write_text(str(os.getpid()))
 
     repo = str(Path(__file__).resolve().parents[1])
-    proc = subprocess.run([python, "-c", GRADER, repo, as_user], preexec_fn=join, capture_output=True, text=True,
+    proc = subprocess.run([python, "-c", GRADER, repo, as_user, str(base)], preexec_fn=join, capture_output=True, text=True,
                           timeout=240, cwd="/")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -115,6 +131,7 @@ def run_grader(base: Path, python: str = sys.executable, as_user: str = "") -> d
 def assert_counted_killed_and_gone(seen: dict, base: Path) -> None:
     assert seen["groups"] and all(Path(g).parent == base for g in seen["groups"]), seen
     assert seen["worker_sees"] == "0::/", seen  # its cgroup namespace is rooted at its own cgroup
+    assert seen["escaped"] == [], seen  # it can neither leave its cgroup nor make one
     assert len(seen["members"]) >= 2, seen  # the worker's keeper, init and worker, and the orphan, all in it
     assert seen["cpu"] is not None and seen["cpu"] >= 0.3, seen  # counted by the cgroup
     assert seen["alive_after"] == [] and seen["groups_after"] == [], seen
