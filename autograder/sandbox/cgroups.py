@@ -36,6 +36,7 @@ WORKER_PREFIX = "lmgrade-worker-"  # + the grader's pid + "-" + random: whose it
 GRADER_LEAF_PREFIX = "lmgrade-grader-"  # + the grader's pid: where the grader moved itself to hand on controllers
 V1_CONTROLLERS = ("pids", "cpu", "cpuacct", "memory")
 _swept: set[Path] = set()  # bases swept of leftovers by this process
+_handed: set[Path] = set()  # v2 bases whose controllers this process handed on (or tried to)
 
 
 def worker_cgroups(tasks: int, memory: int | None) -> list[Path]:
@@ -115,7 +116,9 @@ def v2_base(own: Path) -> Path | None:
     base = own.parent if own.name.startswith(GRADER_LEAF_PREFIX) else own
     if not os.access(base / "cgroup.procs", os.W_OK) or not os.access(base, os.W_OK):
         return None  # not root and not delegated to us
-    hand_on_controllers(base)
+    if base not in _handed:  # once per process: where it could not, it will not later either
+        _handed.add(base)
+        hand_on_controllers(base)
     return base
 
 
