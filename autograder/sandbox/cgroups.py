@@ -30,7 +30,7 @@ from pathlib import Path
 
 from autograder.sandbox.limits import is_root
 from autograder.sandbox.linux import HAVE_PROC
-from autograder.sandbox.processes import alive
+from autograder.sandbox.processes import alive, children
 
 WORKER_PREFIX = "lmgrade-worker-"  # + the grader's pid + "-" + random: whose it was, for the start-up sweep
 GRADER_LEAF_PREFIX = "lmgrade-grader-"  # + the grader's pid: where the grader moved itself to hand on controllers
@@ -162,9 +162,12 @@ def _hand_on(base: Path, wanted: list[str]) -> int:
 
 def own_processes() -> set[int]:
     """This process and every process it started (the fork server, other graders of a batch)."""
-    import psutil  # the grader's side only
-    me = psutil.Process()
-    return {me.pid} | {child.pid for child in me.children(recursive=True)}
+    found, stack = set(), [os.getpid()]
+    while stack:
+        pid = stack.pop()
+        found.add(pid)
+        stack += [child for child in children(pid) if child not in found]
+    return found
 
 
 def sweep(base: Path) -> None:
