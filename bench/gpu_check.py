@@ -9,10 +9,13 @@ time left. Steps, most important first:
    known device bugs (each must lose the check that holds its device probe);
 3. the simulated device against the real one: every device bug and every correct variant of
    tests/test_simulated_device.py graded on CUDA, on its question's checks. A bug the simulated
-   device catches must be caught on CUDA too, and correct code must keep full marks there.
+   device catches must be caught on CUDA too, and correct code must keep full marks there;
+4. correct code written differently keeps full marks on CUDA: the torch assignments' styles of
+   tests/test_correct_styles.py (an assignment's together), the correct variants of the variant
+   files and of tests/test_property_matrix.py, each on the questions it touches.
 Prints one line per case and a summary; exit status 1 if anything disagrees.
 
-    python bench/gpu_check.py [--device cuda] [--budget SECONDS] [--jobs N]
+    python bench/gpu_check.py [--device cuda] [--budget SECONDS] [--jobs N] [--steps 1,2,3,4]
 """
 import argparse
 import json
@@ -60,15 +63,16 @@ def failed_checks(results_json: Path, assignment_id: str) -> tuple[set, float, f
 
 
 def grade_case(case: tuple) -> tuple:
-    """One variant graded on `device`, its question's checks only: (name, kind, expected, failed, error)."""
-    name, kind, assignment_id, text, question, expected, device = case
+    """One variant graded on `device`, its questions' checks only: (name, kind, expected, failed, error)."""
+    name, kind, assignment_id, text, questions, expected, device = case
     from autograder.authoring import assignments
     from autograder.grading import runner
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "submission.py"
         path.write_text(text)
         try:
-            report = runner.grade(path, assignments.get(assignment_id), device=device, questions={question})
+            report = runner.grade(path, assignments.get(assignment_id), device=device,
+                                  questions={questions} if isinstance(questions, str) else questions)
         except Exception as exc:  # a grader fault is a finding too
             return name, kind, expected, set(), f"{type(exc).__name__}: {exc}"
     return name, kind, expected, {r.name for r in report.results if not r.passed}, None
@@ -86,76 +90,104 @@ def device_cases(device: str) -> list[tuple]:
     return cases
 
 
+def correct_cases(device: str) -> list[tuple]:
+    """Step 4's cases: (name, "correct", assignment, text, questions, set(), device)."""
+    from tests import test_attention_variants, test_correct_styles, test_property_matrix
+    from tests import test_rnn_lm_variants, test_transformer_variants
+    from tests.helpers import edited_solution
+    cases = []
+    for aid in TORCH_ASSIGNMENTS:  # an assignment's styles edit different code: one submission holds them all
+        table = test_correct_styles.STYLES[aid]
+        edits = [edit for replacements, _ in table.values() for edit in replacements]
+        questions = set().union(*(questions for _, questions in table.values()))
+        cases.append((f"{aid}: every correct style together", aid, edited_solution(aid, edits), questions))
+    together = test_transformer_variants.CORRECT
+    cases.append(("transformer: every correct variant together", "transformer",
+                  edited_solution("transformer", [e for edits, _ in together.values() for e in edits]),
+                  set().union(*(questions for _, questions in together.values()))))
+    for name, edits in test_transformer_variants.TRAINING_CORRECT.items():
+        cases.append((f"transformer: {name}", "transformer", edited_solution("transformer", edits), {"6"}))
+    for aid, module in (("rnn_lm", test_rnn_lm_variants), ("attention", test_attention_variants)):
+        for name, (edits, questions) in module.CORRECT.items():
+            cases.append((f"{aid}: {name}", aid, edited_solution(aid, edits), questions))
+    for name, (aid, edits, questions) in test_property_matrix.CORRECT.items():
+        cases.append((f"{aid}: {name}", aid, edited_solution(aid, edits), set(questions)))
+    return [(name, "correct", aid, text, questions, set(), device) for name, aid, text, questions in cases]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--budget", type=float, default=420.0, help="seconds for all steps together")
     parser.add_argument("--jobs", type=int, default=max(1, min(8, (os.cpu_count() or 2) // 2)))
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", tempfile.gettempdir())))
+    parser.add_argument("--steps", default="1,2,3,4", help="which steps to run (1 and 2 go together)")
     args = parser.parse_args()
+    steps = set(args.steps.split(","))
     deadline = time.monotonic() + args.budget
     args.out.mkdir(parents=True, exist_ok=True)
     python = sys.executable
     problems: list[str] = []
 
     # 1 and 2 together: the tests in one process group, the CLI gradings beside it
-    with open(args.out / "gpu_tests.log", "w") as tests_log, open(args.out / "gpu_grades.log", "w") as grades_log:
-        tests = subprocess.Popen([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu",
-                                  "-n", "4", "-rs", *GPU_TESTS], cwd=ROOT, stdout=tests_log,
-                                 stderr=subprocess.STDOUT)
-        from tests import test_simulated_device as sim_tests
-        from tests.helpers import edited_solution
-        scratch = Path(tempfile.mkdtemp(prefix="lmgrade-gpu-"))
-        jobs = []
-        for aid in TORCH_ASSIGNMENTS:
-            jobs.append((f"staff {aid}", aid, ROOT / "solutions" / f"{aid}.py", None))
-        for bug in KNOWN_BUGS:
-            aid, edits, _question, check = sim_tests.BUGS[bug]
-            path = scratch / f"{aid}_device_bug.py"
-            path.write_text(edited_solution(aid, edits))
-            jobs.append((f"bug: {bug}", aid, path, {check} if isinstance(check, str) else check))
-        started = []
-        for label, aid, path, expected in jobs:
-            out = scratch / f"{len(started)}.json"
-            log = open(scratch / f"{len(started)}.log", "w")
-            proc = subprocess.Popen([python, "-m", "autograder", "grade", str(path), "--assignment", aid,
-                                     "--device", args.device, "--json", str(out)],
-                                    cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-            started.append((label, aid, proc, out, log, expected))
-        for label, aid, proc, out, log, expected in started:
+    if steps & {"1", "2"}:
+        with open(args.out / "gpu_tests.log", "w") as tests_log, open(args.out / "gpu_grades.log", "w") as grades_log:
+            tests = subprocess.Popen([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "gpu",
+                                      "-n", "4", "-rs", *GPU_TESTS], cwd=ROOT, stdout=tests_log,
+                                     stderr=subprocess.STDOUT)
+            from tests import test_simulated_device as sim_tests
+            from tests.helpers import edited_solution
+            scratch = Path(tempfile.mkdtemp(prefix="lmgrade-gpu-"))
+            jobs = []
+            for aid in TORCH_ASSIGNMENTS:
+                jobs.append((f"staff {aid}", aid, ROOT / "solutions" / f"{aid}.py", None))
+            for bug in KNOWN_BUGS:
+                aid, edits, _question, check = sim_tests.BUGS[bug]
+                path = scratch / f"{aid}_device_bug.py"
+                path.write_text(edited_solution(aid, edits))
+                jobs.append((f"bug: {bug}", aid, path, {check} if isinstance(check, str) else check))
+            started = []
+            for label, aid, path, expected in jobs:
+                out = scratch / f"{len(started)}.json"
+                log = open(scratch / f"{len(started)}.log", "w")
+                proc = subprocess.Popen([python, "-m", "autograder", "grade", str(path), "--assignment", aid,
+                                         "--device", args.device, "--json", str(out)],
+                                        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+                started.append((label, aid, proc, out, log, expected))
+            for label, aid, proc, out, log, expected in started:
+                try:
+                    rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    rc = 124
+                log.close()
+                grades_log.write(f"==== {label} (exit {rc})\n{Path(log.name).read_text()}\n")
+                if rc != 0 or not out.exists():
+                    problems.append(f"{label}: lmgrade exit {rc}")
+                    print(f"[grade] {label}: exit {rc}, no results (gpu_grades.log)")
+                    continue
+                failed, score, top = failed_checks(out, aid)
+                if expected is None:
+                    ok = not failed
+                    print(f"[grade] {label}: {score:g}/{top:g}" + ("" if ok else f", failed {sorted(failed)}"))
+                else:
+                    ok = expected <= failed
+                    print(f"[grade] {label}: {score:g}/{top:g}, failed {sorted(failed)}; "
+                          f"{'caught' if ok else 'NOT caught'} by {sorted(expected)}")
+                if not ok:
+                    problems.append(label)
             try:
-                rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+                rc = tests.wait(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                proc.kill()
+                tests.kill()
                 rc = 124
-            log.close()
-            grades_log.write(f"==== {label} (exit {rc})\n{Path(log.name).read_text()}\n")
-            if rc != 0 or not out.exists():
-                problems.append(f"{label}: lmgrade exit {rc}")
-                print(f"[grade] {label}: exit {rc}, no results (gpu_grades.log)")
-                continue
-            failed, score, top = failed_checks(out, aid)
-            if expected is None:
-                ok = not failed
-                print(f"[grade] {label}: {score:g}/{top:g}" + ("" if ok else f", failed {sorted(failed)}"))
-            else:
-                ok = expected <= failed
-                print(f"[grade] {label}: {score:g}/{top:g}, failed {sorted(failed)}; "
-                      f"{'caught' if ok else 'NOT caught'} by {sorted(expected)}")
-            if not ok:
-                problems.append(label)
-        try:
-            rc = tests.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            tests.kill()
-            rc = 124
-    tail = (args.out / "gpu_tests.log").read_text().strip().splitlines()[-6:]
-    print(f"[tests] gpu-marked tests exit {rc}: " + " | ".join(tail))
-    if rc != 0:
-        problems.append(f"gpu tests exit {rc}")
+        tail = (args.out / "gpu_tests.log").read_text().strip().splitlines()[-6:]
+        print(f"[tests] gpu-marked tests exit {rc}: " + " | ".join(tail))
+        if rc != 0:
+            problems.append(f"gpu tests exit {rc}")
 
-    # 3: the simulated device against the real one
-    cases = device_cases(args.device)
+    # 3: the simulated device against the real one; 4: correct code written differently
+    cases = (device_cases(args.device) if "3" in steps else []) + (correct_cases(args.device) if "4" in steps else [])
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(grade_case, case) for case in cases]
         try:
