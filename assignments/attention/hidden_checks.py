@@ -25,7 +25,7 @@ from autograder.checking.purity import call_pure, call_twice
 from autograder.errors import CheckFailed
 from autograder.checking.torch_checks import (
     assert_causal, assert_device_agnostic, assert_on_device, assert_param_grads, assert_permutation_equivariant,
-    gradcheck, linear_state, output, randn, reference_module, student_module,
+    gradcheck, linear_state, name_of, output, randn, reference_module, student_module,
 )
 from autograder.checking.torch_checks import assert_module_close as _module_close
 
@@ -49,10 +49,6 @@ def assert_huge_close(got, expected: torch.Tensor, what: str, dtype) -> None:
         assert_close(got, expected.to(dtype), what, rtol=1e-2, atol=1e-2)
     else:
         assert_module_close(got, expected, what, dtype)
-
-
-def name_of(dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def random_mask(t, *shape) -> torch.Tensor:

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autograder.checking import properties
+from autograder.checking import chi_square, properties
 from autograder.checking.checks import check
 from autograder.checking.compare import (as_array, assert_close, assert_dtype, assert_equal, assert_shape, explain_library_error,
                                 library_advice, parts)
@@ -32,8 +32,9 @@ from autograder.checking.provenance import assert_descends, start_profile
 from autograder.checking.purity import call_pure, call_twice
 from autograder.checking.reference_results import reference_result
 from autograder.checking.remote import StudentError
+from autograder.checking.training import assert_same_weights, checked_state, float_list, one_thread, spelled
 from autograder.checking.torch_checks import (MODULE_TOLERANCES, assert_module_close, assert_param_grads, gradcheck,
-                                              output, randn, reference_module, student_module)
+                                              name_of, output, randn, reference_module, student_module)
 from autograder.errors import CheckFailed
 
 F32, F64 = torch.float32, torch.float64
@@ -68,23 +69,6 @@ Q8_EVAL = 500
 # starts the exact match of correct code has a long lower tail (mean 0.980, min 0.880), so 0.90 failed about 1.3%
 # of correct submissions; at 0.60 a normal fitted to sqrt(1 - accuracy) puts the false-fail rate near 1e-8.
 Q8_MIN_ACCURACY = 0.60
-
-
-def name_of(dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def one_thread(fn):
-    """Run fn with one torch thread: these small recurrent steps only lose time to threading, much more so
-    on a busy machine (the worker has one thread too)."""
-    def wrapped(*args, **kwargs):
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            torch.set_num_threads(threads)
-    return wrapped
 
 
 # ---- modules with the grader's weights --------------------------------------------------------
@@ -564,35 +548,11 @@ def clip_hidden(t):
               "clip_grad_norm(parameters none of which has a .grad, 1.0) (the norm of no gradients is 0.0)")
 
 
-def float_list(value, n: int, what: str) -> np.ndarray:
-    """The losses a training function returned: a list of n Python floats, as its docstring says."""
-    if not isinstance(value, list) or not all(isinstance(v, float) and not isinstance(v, bool) for v in value):
-        kind = type(value[0]).__name__ if isinstance(value, list) and value else type(value).__name__
-        raise CheckFailed(f"{what} should return a list of Python floats (loss.item() per step), got a "
-                          f"{type(value).__name__} of {kind}: a list of tensors keeps every step's graph alive.")
-    if len(value) != n:
-        raise CheckFailed(f"{what}: expected a list of {n} losses (one per step), got {len(value)}")
-    return np.array(value, dtype=np.float64)
-
-
-def spelled(settings: dict) -> str:
-    """Keyword arguments as a caller writes them: "steps=2, lr=0.5"."""
-    return ", ".join(f"{k}={v}" for k, v in settings.items())
-
-
-def assert_trained_like(state, reference: nn.Module, what: str, rtol: float = 1e-6, after: str = "after training"):
-    """Every weight a training left (`state`, the student's model's state_dict) equals the reference's after the
-    same steps from the same weights."""
-    got = checked_state(state, reference.state_dict(), what)
-    for name, value in reference.state_dict().items():
-        assert_close(got[name], value, f"{what}: `{name}` {after}", rtol=rtol, atol=1e-9)
-
-
 def assert_same_steps(losses, model, reference: nn.Module, expected: list, what: str, rtol: float = 1e-6) -> None:
     """Exact steps: the losses a training function returned and the weights it left are the reference's."""
-    losses = float_list(losses, len(expected), what)
+    losses = float_list(losses, what, len(expected))
     assert_close(losses, np.array(expected), f"{what}: the loss of each step", rtol=1e-7, atol=1e-9)
-    assert_trained_like(model.state_dict(), reference, what, rtol)
+    assert_same_weights(model.state_dict(), reference.state_dict(), what, "after training", rtol=rtol, atol=1e-9)
 
 
 def tbptt_case(t, V: int, d: int, N: int, settings: dict, weights: dict, about: str = "", why: str = "") -> None:
@@ -905,19 +865,6 @@ def greedy_hidden(t):
     properties.run(t, decoder_matrix(t, "greedy_decode"))
 
 
-def chi_square_pvalue(counts: np.ndarray, probs: np.ndarray) -> tuple[float, int]:
-    """Pearson's test of counts against probs, bins with expected count < 5 merged into one."""
-    n = counts.sum()
-    expected = probs * n
-    big = expected >= 5
-    obs = list(counts[big]) + ([counts[~big].sum()] if (~big).any() else [])
-    exp = list(expected[big]) + ([expected[~big].sum()] if (~big).any() else [])
-    obs, exp = np.array(obs, dtype=float), np.array(exp, dtype=float)
-    stat = float(((obs - exp) ** 2 / np.maximum(exp, 1e-300)).sum())
-    df = len(obs) - 1
-    return float(torch.special.gammaincc(torch.tensor(df / 2, dtype=F64), torch.tensor(stat / 2, dtype=F64))), df
-
-
 SAMPLES = 1500
 SAMPLE_ALPHA = 1e-6  # a correct sampler fails one of these tests once in a million seed sets
 
@@ -946,7 +893,7 @@ def sample_hidden(t):
                 raise CheckFailed(f"sample(..., max_len={max_len}, eos_id={eos}, temperature={temperature}) returned "
                                   f"{list(key)}: not a possible output (longer than max_len, or going on after eos_id)")
             counts[index[key]] += 1
-        p, df = chi_square_pvalue(counts, probs)
+        p, _, df = chi_square.pearson(counts, probs)
         if p < SAMPLE_ALPHA:
             worst = int(np.argmax(np.abs(counts - probs * SAMPLES) / np.sqrt(probs * SAMPLES + 1)))
             raise CheckFailed(
@@ -1090,7 +1037,7 @@ def q7_init(ref, V: int) -> dict:
     return {k: v.detach().clone() for k, v in q7_model(ref, V).state_dict().items()}
 
 
-@one_thread
+@one_thread()
 def test_perplexity(state: dict, test_ids: torch.Tensor, chunk: int = 1024) -> float:
     """The grader's own forward (nn.LSTM with the returned weights) over the test plays in 16 streams.
 
@@ -1119,7 +1066,7 @@ def q7_threshold_run(ref) -> dict:
 
 
 @lru_cache(maxsize=4)  # one training for both reference results; keyed on the settings too
-@one_thread
+@one_thread()
 def _q7_threshold_run(ref, settings_key: str) -> dict:
     vocab, train_ids, test_ids = char_data()
     init = q7_init(ref, len(vocab))
@@ -1142,22 +1089,6 @@ def reference_q7_start(ref) -> dict:
     return q7_threshold_run(ref)["start"]
 
 
-def checked_state(state, expected: dict, what: str) -> dict:
-    if not isinstance(state, dict):
-        raise CheckFailed(f"{what}: model.state_dict() should be a dict, got {type(state).__name__}")
-    out = {}
-    for name, value in expected.items():
-        if name not in state:
-            raise CheckFailed(f"{what}: the trained model has no parameter `{name}` (keep the names set in __init__)")
-        got = output(state[name], None, f"{what}: `{name}`")
-        if tuple(got.shape) != tuple(value.shape):
-            raise CheckFailed(f"{what}: `{name}` has shape {tuple(got.shape)}, expected {tuple(value.shape)}")
-        if not bool(torch.isfinite(got).all()):
-            raise CheckFailed(f"{what}: `{name}` has NaN or infinite values after training: training diverged.")
-        out[name] = got.detach()
-    return out
-
-
 def replay_first_steps(t, name: str, model, data: tuple, reference: nn.Module, ref_data: tuple, settings: dict,
                        what: str, uses: tuple = TBPTT_USES) -> None:
     """The first FIRST_STEPS steps of a graded training (the student's `name` on `model` holding the secret start,
@@ -1166,8 +1097,9 @@ def replay_first_steps(t, name: str, model, data: tuple, reference: nn.Module, r
     with library_advice(uses):
         getattr(t.student, name)(model, *data, **short)
     getattr(t.ref, name)(reference, *ref_data, **short)
-    assert_trained_like(model.state_dict(), reference, what.replace(f"steps={settings['steps']}", f"steps={FIRST_STEPS}")
-                        + " in float64", after=f"after the first {FIRST_STEPS} steps, vs the reference's from the same weights")
+    assert_same_weights(model.state_dict(), reference.state_dict(), what.replace(f"steps={settings['steps']}",
+                        f"steps={FIRST_STEPS}") + " in float64", f"after the first {FIRST_STEPS} steps, vs the "
+                        "reference's from the same weights", rtol=1e-6, atol=1e-9)
 
 
 @check(7, 5, "train_lm trains an LSTM RNNLM on Shakespeare: the grader's test-play perplexity of the weights",
@@ -1188,7 +1120,7 @@ def shakespeare_lstm(t):
                        reference_module(q7_model(t.ref, V), init, F64), (train_ids,), Q7_SETTINGS, what)
     model = student_module(t, t.student.RNNLM, args, init, F32, layer=layer)
     with library_advice(TBPTT_USES):
-        float_list(t.student.train_lm(model, stream, **Q7_SETTINGS), Q7_SETTINGS["steps"], what)
+        float_list(t.student.train_lm(model, stream, **Q7_SETTINGS), what, Q7_SETTINGS["steps"])
     state = checked_state(model.state_dict(), init, what)
     profile = t.cached("q7-start", lambda: reference_q7_start(t.ref))
     assert_descends(init, state, profile, what, least=START_LEAST, mean=START_MEAN)
@@ -1408,7 +1340,7 @@ def train_seq2seq_exact(t):
 GREEDY_S2S = dict(emb_dim=8, hidden_size=12, attn_size=8)
 
 
-@one_thread
+@one_thread()
 def partly_trained_s2s(ref, seed: int) -> dict:
     """The reference Seq2Seq after 40 Adam steps on the toy task (about 0.5 s here).
 
@@ -1466,7 +1398,7 @@ def reference_q8_start(ref) -> dict:
 
 
 @lru_cache(maxsize=4)
-@one_thread
+@one_thread()
 def _q8_start(ref, settings_key: str) -> dict:
     state = s2s_weights(ref, Q8_INIT_SEED, **Q8_MODEL)
     model = s2s_reference(ref, state, F32, **Q8_MODEL)
@@ -1498,8 +1430,7 @@ def seq2seq_reversal(t):
                        S2S_USES + ("train_seq2seq",))
     model = student_module(t, t.student.Seq2Seq, (S2S_VOCAB, *Q8_MODEL.values()), state, F32)
     with library_advice(S2S_USES + ("train_seq2seq",)):
-        losses = float_list(t.student.train_seq2seq(model, sources, targets, **Q8_SETTINGS), Q8_SETTINGS["steps"],
-                            what)
+        losses = float_list(t.student.train_seq2seq(model, sources, targets, **Q8_SETTINGS), what, Q8_SETTINGS["steps"])
     if losses.shape != (Q8_SETTINGS["steps"],) or not np.isfinite(losses).all():
         raise CheckFailed(f"{what}: expected {Q8_SETTINGS['steps']} finite losses, got shape {losses.shape}")
     trained = checked_state(model.state_dict(), state, what)

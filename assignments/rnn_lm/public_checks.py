@@ -14,11 +14,12 @@ No public check trains beyond three exact steps of a tiny model.
 import numpy as np
 import torch
 
-from autograder.checking import properties
+from autograder.checking import chi_square, properties
 from autograder.checking.checks import check
-from autograder.checking.compare import as_array, assert_close, assert_equal, parts
+from autograder.checking.compare import as_array, assert_close, assert_equal
 from autograder.checking.purity import call_pure, call_twice
 from autograder.checking.remote import StudentError
+from autograder.checking.training import float_list, spelled
 from autograder.checking.torch_checks import (assert_device_agnostic, assert_global_generator_untouched, float32_of,
                                      load_weights, output, randn)
 from autograder.errors import CheckFailed
@@ -234,13 +235,6 @@ def public_tbptt_pieces(t):
     assert_equal(t.student.clip_grad_norm([bare], 1.0), 0.0, what + " (no gradient at all: the norm is 0.0)")
 
 
-def losses_of(value, what: str) -> list:
-    if not isinstance(value, list) or not all(isinstance(v, float) and not isinstance(v, bool) for v in value):
-        raise CheckFailed(f"{what} should return a list of Python floats (loss.item() per step), got "
-                          f"{type(value).__name__} {str(value)[:80]}")
-    return value
-
-
 @check(4, 1, "train_lm: the first losses on ToyRecurrentLM (state carried and detached, a short chunk, the wrap-around "
              "at L - 1, clipping, logits of thousands)",
        public=True, uses=("batchify", "get_chunk", "detach_state", "clip_grad_norm", "train_lm"))
@@ -252,15 +246,15 @@ def public_train_lm(t):
     for key, settings, w in (("losses", dict(steps=3, lr=0.5, batch_size=2, bptt=4, clip=0.1), toy_w),
                              ("wrap", dict(steps=4, lr=0.5, batch_size=2, bptt=5, clip=0.1), toy_w),
                              ("loud", dict(steps=2, lr=0.5, batch_size=2, bptt=4, clip=0.1), loud)):
-        text = ", ".join(f"{k}={v}" for k, v in settings.items())
-        what = f"train_lm(ToyRecurrentLM(6, 4){' with logits of thousands' if w is loud else ''}, stream (22,), {text})"
+        what = (f"train_lm(ToyRecurrentLM(6, 4){' with logits of thousands' if w is loud else ''}, stream (22,), "
+                f"{spelled(settings)})")
         model = module(t, t.student.ToyRecurrentLM, (6, 4), w, F64)
-        got = losses_of(t.student.train_lm(model, stream, **settings), what)
+        got = float_list(t.student.train_lm(model, stream, **settings), what)
         expected = t.expected(key, lambda ref: ref.train_lm(reference(ref.ToyRecurrentLM(6, 4), w, F64), stream,
                                                             **settings))
         note = {"wrap": " (L = 11: the 3rd step starts at i = 10 = L - 1, where fewer than two tokens are left: start "
                         "over at i = 0 with state None)", "loud": " (use F.cross_entropy: log(softmax) is -inf here)"}
-        assert_close(np.array(got), expected, what + " losses" + note.get(key, ""), rtol=1e-7)
+        assert_close(got, expected, what + " losses" + note.get(key, ""), rtol=1e-7)
 
 
 @check(5, 1, "hidden_grad_norms of an RNNCell over 6 steps, and of an LSTMCell from a given (h, c)", public=True,
@@ -352,7 +346,7 @@ def public_sample(t):
     table = random_table(3, 6, 1.5)
     model = t.student.TableModel(table)
     what = "sample(TableModel, [0, 1], 4, 2, temperature=0.5, seed=7)"
-    first = call_twice(t.student.sample, model, [0, 1], 4, 2, temperature=0.5, seed=7, what=what)
+    call_twice(t.student.sample, model, [0, 1], 4, 2, temperature=0.5, seed=7, what=what)
     call_pure(t.student.sample, model, [0, 1], 4, 2, temperature=0.5, seed=7, what=what)
     assert_global_generator_untouched(t.student, lambda: t.student.sample(model, [0, 1], 4, 2, 0.5, 7), what, seed=99)
     assert_equal(t.student.sample(model, [0, 1], 0, 2, 0.5, 7), [], what.replace("4", "0", 1) + " (no new token)")
@@ -375,12 +369,7 @@ def public_sample(t):
                               "possible output (a list of at most 2 token ids, ending at the first 2)")
         counts[sequences.index(tuple(seq))] += 1
     expected = np.array(probs) * SAMPLE_SEEDS
-    big = expected >= 5  # Pearson's test, the bins expected fewer than 5 times merged into one
-    obs = np.append(counts[big], counts[~big].sum())
-    exp = np.append(expected[big], expected[~big].sum())
-    stat = float(((obs - exp) ** 2 / np.maximum(exp, 1e-300)).sum())
-    df = len(obs) - 1
-    p = float(torch.special.gammaincc(torch.tensor(df / 2, dtype=F64), torch.tensor(stat / 2, dtype=F64)))
+    p, _, df = chi_square.pearson(counts, probs)
     if p < SAMPLE_ALPHA:
         worst = int(np.argmax(np.abs(counts - expected) / np.sqrt(expected + 1)))
         raise CheckFailed(f"sample(TableModel, [0, 1], max_len=2, eos_id=2, temperature=0.5) over seeds 0..{SAMPLE_SEEDS - 1}: "

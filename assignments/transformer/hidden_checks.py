@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from autograder.authoring.assignments import load_module
-from autograder.checking import properties
+from autograder.checking import chi_square, properties
 from autograder.checking.checks import check
 from autograder.checking.compare import assert_close, assert_equal, assert_shape
 from autograder.checking.perplexity import assert_perplexity
@@ -35,7 +35,9 @@ from autograder.checking.provenance import assert_descends, start_profile
 from autograder.checking.purity import call_pure, call_twice
 from autograder.checking.reference_results import reference_result
 from autograder.checking.remote import StudentError
-from autograder.checking.torch_checks import assert_causal, assert_param_grads, gradcheck, load_weights, randn
+from autograder.checking.torch_checks import (assert_causal, assert_param_grads, gradcheck, load_weights, name_of,
+                                              randn)
+from autograder.checking.training import assert_same_weights, checked_state, one_thread, spelled
 from autograder.errors import CheckFailed
 
 # the public checks' shape helpers, from the same module object the grader collected the public checks from
@@ -58,10 +60,6 @@ ATTN = ("MultiHeadAttention", "apply_rope")
 BLOCK = ("Block",) + ATTN
 LM = ("TransformerLM",) + BLOCK
 TRAINING = ("adamw_step", "AdamW", "lr_at", "clip_grads", "get_batch")
-
-
-def name_of(dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def close(got, expected, what, dtype, tol=LAYER_TOL):
@@ -209,10 +207,6 @@ def lm_state(t, cfg):
 
 def ids(t, *shape, V):
     return torch.from_numpy(t.rng.integers(0, V, size=shape))
-
-
-def describe(cfg: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in cfg.items())
 
 
 @contextmanager
@@ -503,7 +497,7 @@ def block_builtin(t):
         each_dtype(t, "Block", (D, HEADS, DFF), kwargs, state, lambda dtype: (randn(t, 2, 5, D, dtype=dtype),),
                    lambda x: t_block(x, as64(state), "", HEADS, kwargs.get("post_norm", False),
                                      kwargs.get("causal", True), kwargs.get("rope", False)),
-                   f"Block({D}, {HEADS}, {DFF}, {describe(kwargs) or 'defaults'})(x (2, 5, {D})) ({label})", DEEP_TOL,
+                   f"Block({D}, {HEADS}, {DFF}, {spelled(kwargs) or 'defaults'})(x (2, 5, {D})) ({label})", DEEP_TOL,
                    pure=True)
 
 
@@ -549,7 +543,7 @@ def lm_builtin(t):
     for cfg in LM_CASES:
         state, T = lm_state(t, cfg), cfg["max_len"] - 2
         each_dtype(t, "TransformerLM", (), cfg, state, lambda dtype: (ids(t, 2, T, V=cfg["vocab_size"]),),
-                   lambda idx: builtin_lm(idx, state, cfg), f"TransformerLM({describe(cfg)})(idx (2, {T}))", DEEP_TOL)
+                   lambda idx: builtin_lm(idx, state, cfg), f"TransformerLM({spelled(cfg)})(idx (2, {T}))", DEEP_TOL)
 
 
 @check(4, 1, "TransformerLM: edge lengths T = 1 and T = max_len, batch of one, input ids left unchanged",
@@ -562,7 +556,7 @@ def lm_edges(t):
         edges = [properties.Sample(f"idx {shape}, float64 weights", (ids(t, *shape, V=cfg["vocab_size"]),),
                                    tol=DEEP_TOL[F64], dtype=F64) for shape in ((1, 1), (3, 1), (1, cfg["max_len"]))]
         device = [properties.OnDevice("idx (2, 4)", (ids(t, 2, 4, V=cfg["vocab_size"]),))]
-        properties.run(t, properties.Graded(f"TransformerLM({describe(cfg)})", model, lambda idx, state=state, cfg=cfg:
+        properties.run(t, properties.Graded(f"TransformerLM({spelled(cfg)})", model, lambda idx, state=state, cfg=cfg:
                                             builtin_lm(idx, state, cfg), {"edges": edges, "device": device}))
 
 
@@ -579,7 +573,7 @@ def lm_causal(t):
             try:
                 assert_close(model(changed)[:, :p + 1], base[:, :p + 1], "", rtol=1e-9, atol=1e-9)
             except CheckFailed:
-                raise CheckFailed(f"TransformerLM({describe(cfg)}): changing the tokens after position {p} changed "
+                raise CheckFailed(f"TransformerLM({spelled(cfg)}): changing the tokens after position {p} changed "
                                   f"the logits at positions 0..{p}, so the model sees the future.") from None
 
 
@@ -595,7 +589,7 @@ def lm_gradients(t):
         state = lm_state(t, cfg)
         model = make_module(t, "TransformerLM", (), cfg, state, F64)
         reference = ref_module(t.ref, "TransformerLM", (), cfg, state)
-        assert_param_grads(model, reference, [ids(t, 2, 4, V=9)], f"TransformerLM({describe(cfg)})", rng=t.rng)
+        assert_param_grads(model, reference, [ids(t, 2, 4, V=9)], f"TransformerLM({spelled(cfg)})", rng=t.rng)
 
 
 COUNT_CASES = (
@@ -625,8 +619,8 @@ def param_count_formula(t):
     for cfg in COUNT_CASES:
         got = call_pure(t.student.param_count, **cfg)
         if isinstance(got, bool) or not isinstance(got, (int, np.integer)):
-            raise CheckFailed(f"param_count({describe(cfg)}) should return an int, got {type(got).__name__}")
-        assert_equal(int(got), true_count(t.ref, tuple(cfg.items())), f"param_count({describe(cfg)})")
+            raise CheckFailed(f"param_count({spelled(cfg)}) should return an int, got {type(got).__name__}")
+        assert_equal(int(got), true_count(t.ref, tuple(cfg.items())), f"param_count({spelled(cfg)})")
 
 
 # ---- Q5 ---------------------------------------------------------------------------------------
@@ -687,7 +681,7 @@ def adamw_class(t):
     params = [randn(t, 3, 4), randn(t, 3, 4), randn(t, 5), randn(t, 2, 3)]
     grads_per_step = [[randn(t, 3, 4), randn(t, 3, 4, scale=3.0), randn(t, 5, scale=1e-7)] for _ in ADAMW_LRS]
     handles = [t.student.put(p.clone().requires_grad_(True), f"parameter {i}") for i, p in enumerate(params)]
-    what = f"AdamW(4 tensors, {describe(ADAMW_KWARGS)})"
+    what = f"AdamW(4 tensors, {spelled(ADAMW_KWARGS)})"
     opt = t.student.AdamW(handles, **ADAMW_KWARGS)
     leaves = [p.clone().requires_grad_(True) for p in params]
     truth = torch.optim.AdamW(leaves, **ADAMW_KWARGS)
@@ -893,15 +887,6 @@ def stream_nll(ref, state, config, stream, block, stride=1) -> float:
     return total / y.numel()
 
 
-def single_threaded(compute):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in the worker; also what makes the figure the same on every machine
-    try:
-        return compute()
-    finally:
-        torch.set_num_threads(threads)
-
-
 def secret_settings(t, settings: dict) -> dict:
     """The grader's settings with this submission's own seed: batches no one could know before grading."""
     return dict(settings, seed=t.secret_seed("batch seed", bits=31))
@@ -909,8 +894,7 @@ def secret_settings(t, settings: dict) -> dict:
 
 def assert_same_steps(got: dict, expected: dict, what: str, against: str) -> None:
     """Every parameter the student's steps give equals the grader's own steps' (`against` says which)."""
-    for name, value in expected.items():
-        assert_close(got[name], value, f"{what}: parameter `{name}` {against}", **STEP_TOL)
+    assert_same_weights(got, expected, what, against, **STEP_TOL)
 
 
 FIRST_STEPS_FROM = f"after {FIRST_STEPS} steps from the init_state the grader sent, vs the grader's own steps"
@@ -927,9 +911,9 @@ def trained_lm(t, task: str, data, config, settings, what) -> dict:
     names = {k: torch.empty(s) for k, s in lm_shapes(**config).items()}
     handle = t.student.put(data, "training ids")
     short, label = dict(settings, steps=FIRST_STEPS), f"{what}, steps={FIRST_STEPS}"
-    first, _ = checked_state(t.student.train_lm(handle, config, short, init), names, label)
+    first, _ = checked_run(t.student.train_lm(handle, config, short, init), names, label)
     assert_same_steps(first, grader_steps(t.ref, config, short, init, data, FIRST_STEPS)[0], label, FIRST_STEPS_FROM)
-    state, _ = checked_state(t.student.train_lm(handle, config, settings, init), names, what)
+    state, _ = checked_run(t.student.train_lm(handle, config, settings, init), names, what)
     if not torch.equal(state["head.weight"], state["tok_emb.weight"]):
         raise CheckFailed(f"{what}: head.weight and tok_emb.weight differ; with tie_weights=True they are one tensor")
     assert_descends(init, state, start_of(t, task), what, least=START_LEAST, mean=START_MEAN)
@@ -969,15 +953,18 @@ def _threshold_run(ref, task: str, settings: tuple) -> dict:
         init = {k: v.detach().clone() for k, v in build().state_dict().items()}
     if task == "shakespeare":
         train, test = shakespeare_ids()
-        state, _ = single_threaded(lambda: ref.train_lm(train, config, settings, init))
+        with one_thread():
+            state, _ = ref.train_lm(train, config, settings, init)
         figure = math.exp(stream_nll(ref, state, config, test, settings["block_size"], EVAL_STRIDE))
     elif task == "synthetic":
-        state, _ = single_threaded(lambda: ref.train_lm(synthetic_language()[1], config, settings, init))
+        with one_thread():
+            state, _ = ref.train_lm(synthetic_language()[1], config, settings, init)
         ppl, floor = synthetic_ratio(ref, state, heldout_seed=99)
         figure = ppl / floor
     else:
         src, tgt = sort_pairs(SORT_TRAIN, 0)
-        state = single_threaded(lambda: ref.train_seq2seq(src, tgt, SORT_CONFIG, settings, init))
+        with one_thread():
+            state = ref.train_seq2seq(src, tgt, SORT_CONFIG, settings, init)
         figure = sort_accuracy(ref, state, seed=98)
     return {"figure": figure, "start": start_profile(init, state)}
 
@@ -1016,29 +1003,12 @@ def reference_synthetic_start(ref) -> dict:
     return threshold_run(ref, "synthetic")["start"]
 
 
-def checked_state(value, names_like: dict, what: str) -> dict:
-    """The student's returned state dict, with every name of the reference's, finite, of the right shapes."""
+def checked_run(value, names_like: dict, what: str) -> tuple:
+    """(the state_dict, the losses) a training function returned: every name of the reference's, finite, of the
+    right shapes."""
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise CheckFailed(f"{what} should return (state_dict, losses)")
-    state, losses = value
-    return checked_names(state, names_like, what), losses
-
-
-def checked_names(state, names_like: dict, what: str) -> dict:
-    if not isinstance(state, dict):
-        raise CheckFailed(f"{what}: expected model.state_dict() (a dict of tensors), got {type(state).__name__}")
-    out = {}
-    for name, like in names_like.items():
-        if name not in state:
-            raise CheckFailed(f"{what}: the returned state_dict has no `{name}`; keep the starter's attribute names")
-        value = state[name]
-        if not isinstance(value, torch.Tensor):
-            raise CheckFailed(f"{what}: state_dict[{name!r}] is not a tensor")
-        assert_shape(value, tuple(like.shape), f"{what}: state_dict[{name!r}]")
-        if not torch.isfinite(value).all():
-            raise CheckFailed(f"{what}: state_dict[{name!r}] has NaN or infinite values: training diverged")
-        out[name] = value.float()
-    return out
+    return checked_state(value[0], names_like, what), value[1]
 
 
 def spec_lr(settings, step, total):
@@ -1105,7 +1075,7 @@ def crop_reads(t) -> properties.Reads:
     cfg, n = POSITIONS_CONFIG, POSITIONS_CONFIG["vocab_size"]
     settings = dict(POSITIONS_SETTINGS, seed=int(t.rng.integers(0, 2 ** 31)))
     init, data = lm_state(t, cfg), torch.arange(n)
-    label = (f"train_ids 0, 1, .., {n - 1} (each position its own token id), {describe(cfg)}, steps="
+    label = (f"train_ids 0, 1, .., {n - 1} (each position its own token id), {spelled(cfg)}, steps="
              f"{settings['steps']}, batch_size={settings['batch_size']}, block_size=1, weight_decay=0.0, "
              f"seed={settings['seed']}")
 
@@ -1136,7 +1106,7 @@ def train_exact_steps(t):
                                       (varied, 5, "ids (60,)", init),
                                       (varied, 1, "ids (60,)", confident(init, "norm_f.weight"))):
         settings = dict(EXACT_SETTINGS, steps=steps)
-        what = f"train_lm({label}, {describe(EXACT_CONFIG)}, steps={steps}, init_state=given)"
+        what = f"train_lm({label}, {spelled(EXACT_CONFIG)}, steps={steps}, init_state=given)"
         if start is not init:
             what += " (a confident init_state: logits of size 400, so most targets get a probability below 1e-45)"
         elif data is varied:
@@ -1145,7 +1115,7 @@ def train_exact_steps(t):
         value = t.student.train_lm(data, EXACT_CONFIG, settings, start)
         expected, expected_losses = grader_steps(t.ref, EXACT_CONFIG, settings, start, data, steps)
         assert_losses(value, expected_losses, what)
-        assert_same_steps(checked_state(value, start, what)[0], expected, what, "vs the grader's steps")
+        assert_same_steps(checked_run(value, start, what)[0], expected, what, "vs the grader's steps")
 
 
 @check(6, 1, "train_lm: the same seed gives the same model; another seed another", uses=("train_lm",),
@@ -1155,20 +1125,20 @@ def train_seeded(t):
     names = {k: torch.empty(s) for k, s in lm_shapes(**EXACT_CONFIG).items()}
     # train_ids on a non-CPU device: the model it builds, its batches and state live there too
     seeded_and_on_device(t, "train_lm", (data, EXACT_CONFIG), dict(EXACT_SETTINGS, steps=3), "ids (300,)",
-                         lambda value, what: checked_state(value, names, what)[0], "batch")
+                         lambda value, what: checked_run(value, names, what)[0], "batch")
 
 
 def seeded_and_on_device(t, name: str, args: tuple, settings: dict, data: str, state_of, draws: str) -> None:
     """A training function `name`(*args, settings): the same seed twice gives the same model, another seed another
     (`state_of(value, what)`: the state it returned, checked); with its data on a non-CPU device, it runs there."""
     train = getattr(t.student, name)
-    what = f"{name}({data}, {describe(args[-1])}, steps={settings['steps']}, seed={settings['seed']})"
+    what = f"{name}({data}, {spelled(args[-1])}, steps={settings['steps']}, seed={settings['seed']})"
     first = state_of(call_twice(train, *args, settings, what=what), what)
     other = state_of(train(*args, dict(settings, seed=settings["seed"] + 1)), what)
     if all(torch.equal(first[k], other[k]) for k in first):
         raise CheckFailed(f"{what} with seed {settings['seed']} and seed {settings['seed'] + 1} gave identical models: "
                           f"seed torch (manual_seed) and the {draws} generator from settings['seed'].")
-    properties.run_device(t, name, train, f"{data} on a device, {describe(args[-1])}, steps=2",
+    properties.run_device(t, name, train, f"{data} on a device, {spelled(args[-1])}, steps=2",
                           (*args, dict(settings, steps=2)), follows_dtype=False, dtypes=("float32",))
 
 
@@ -1177,7 +1147,7 @@ def seeded_and_on_device(t, name: str, args: tuple, settings: dict, data: str, s
 def shakespeare_perplexity(t):
     train, test = shakespeare_ids()
     config = shakespeare_config()
-    what = (f"train_lm(Shakespeare train chars ({len(train)},), {describe(config)}, the grader's settings and "
+    what = (f"train_lm(Shakespeare train chars ({len(train)},), {spelled(config)}, the grader's settings and "
             "init_state)")
     state = trained_lm(t, "shakespeare", train, config, SHAKESPEARE_SETTINGS, what)
     judge_shakespeare(t, what, math.exp(stream_nll(t.ref, state, config, test, SHAKESPEARE_SETTINGS["block_size"],
@@ -1208,7 +1178,7 @@ def judge_shakespeare(t, what: str, ppl: float, V: int) -> None:
 def synthetic_perplexity(t):
     language, train = synthetic_language()
     config = synthetic_config(language)
-    what = f"train_lm(synthetic-language ids ({len(train)},), {describe(config)}, the grader's settings and init_state)"
+    what = f"train_lm(synthetic-language ids ({len(train)},), {spelled(config)}, the grader's settings and init_state)"
     state = trained_lm(t, "synthetic", train, config, SYNTHETIC_SETTINGS, what)
     judge_synthetic(t, *synthetic_ratio(t.ref, state, heldout_seed=t.secret_seed("held-out sentences")))
 
@@ -1267,7 +1237,7 @@ def cache_step(t):
         for past, new in ((6, 1), (5, 3), (8, 1)):
             cache = ref_cache(reference, idx[:, :past])
             model(seen[:, :past], [])  # the model's own cache of another prefix, thrown away
-            what = (f"TransformerLM({describe(cfg)})(idx (2, {new}), a cache of {past} positions of another prefix "
+            what = (f"TransformerLM({spelled(cfg)})(idx (2, {new}), a cache of {past} positions of another prefix "
                     "than the model was fed before)")
             out = call_pure(model, idx[:, past:past + new], cache, what=what)
             if not isinstance(out, (tuple, list)) or len(out) != 2:
@@ -1334,13 +1304,13 @@ def cache_growth(t):
         idx = ids(t, 1, 8, V=13)
         full = builtin_lm(idx, state, cfg)
         logits, cache = model(idx[:, :3], [])
-        close(logits, full[:, :3], f"TransformerLM({describe(cfg)})(idx (1, 3), []) logits", F64, DEEP_TOL)
+        close(logits, full[:, :3], f"TransformerLM({spelled(cfg)})(idx (1, 3), []) logits", F64, DEEP_TOL)
         for T in range(3, 8):
-            what = f"TransformerLM({describe(cfg)}): step {T - 2} of feeding one token with your own cache"
+            what = f"TransformerLM({spelled(cfg)}): step {T - 2} of feeding one token with your own cache"
             checked_cache(cache, cfg["n_layers"], (1, HEADS, T, D // HEADS), what)
             logits, cache = model(idx[:, T:T + 1], cache)
             close(logits, full[:, T:T + 1], f"{what}: logits of position {T}", F64, DEEP_TOL)
-        properties.run_device(t, f"TransformerLM({describe(cfg)})", model, "idx (1, 3), []", (idx[:, :3], []))
+        properties.run_device(t, f"TransformerLM({spelled(cfg)})", model, "idx (1, 3), []", (idx[:, :3], []))
 
 
 HAND_SOFTMAX = (": a softmax by hand overflows at logits of size 1000 (exp(1000) is inf, inf / inf is NaN); use "
@@ -1383,7 +1353,7 @@ def filter_boundaries(t):
     for kwargs in cases:  # a shift changes no probability, but exp(1000) is inf: those are extremes
         shift, temperature = kwargs.pop("shift", 0.0), kwargs.pop("temperature", 1.0)
         samples["extremes" if shift else "inputs"].append(properties.Sample(
-            f"log of {probs.tolist()}{f' + {shift:g}' if shift else ''}, temperature={temperature}, {describe(kwargs)}",
+            f"log of {probs.tolist()}{f' + {shift:g}' if shift else ''}, temperature={temperature}, {spelled(kwargs)}",
             (logits + shift, temperature), kwargs, reference=kept_logits, hint=" (-inf: a removed token; kept ones are "
             "the logits divided by the temperature)" + (HAND_SOFTMAX if shift else "")))
     properties.run(t, properties.Graded("filter_logits", t.student.filter_logits, None, samples),
@@ -1403,15 +1373,15 @@ def filter_matrix(t, logits) -> properties.Graded:
     for shape in ((7,), (1, 7), (3, 7), (2, 3, 7), (2, 2, 3, 7)):
         logits = randn(t, *shape, scale=2.0)
         for kwargs in options:
-            samples["shapes"].append(S(f"logits {shape} of N(0, 4), {describe(kwargs)}", (logits,), dict(kwargs)))
+            samples["shapes"].append(S(f"logits {shape} of N(0, 4), {spelled(kwargs)}", (logits,), dict(kwargs)))
     for shape in ((2, 9), (2, 3, 9)):
         for scale, kwargs in ((1000.0, dict(top_k=3)), (1000.0, dict(top_k=2, top_p=0.9)), (1.0, dict(temperature=0.01,
                                                                                                         top_k=3))):
-            samples["extremes"].append(S(f"logits {shape} of N(0, {scale:g}**2), {describe(kwargs)}",
+            samples["extremes"].append(S(f"logits {shape} of N(0, {scale:g}**2), {spelled(kwargs)}",
                                          (randn(t, *shape, scale=scale),), dict(kwargs)))
     samples["extremes"].append(S("logits (2, 3, 9) of N(0, 1000**2), float32, top_k=3",
                                  (randn(t, 2, 3, 9, scale=1000.0, dtype=F32),), dict(top_k=3)))
-    samples["edges"] = [S(f"logits (2, 1) (one token), {describe(kwargs)}", (randn(t, 2, 1),), dict(kwargs))
+    samples["edges"] = [S(f"logits (2, 1) (one token), {spelled(kwargs)}", (randn(t, 2, 1),), dict(kwargs))
                         for kwargs in (dict(top_k=1), dict(top_p=0.5), dict(top_k=3))]
     samples["device"] = [properties.OnDevice("logits (2, 5), 0.7, 3, 0.6", (logits.float(), 0.7, 3, 0.6))]
     return properties.Graded("filter_logits", t.student.filter_logits, t.ref.filter_logits, samples)
@@ -1455,10 +1425,10 @@ def generate_uses_its_cache(t, cfg: dict) -> None:
             break
     else:
         raise RuntimeError("no prompt separates the cached and the recomputed paths")
-    load = lambda model, s: load_weights(t, model, s, f"TransformerLM({describe(cfg)}) with Block(..., causal=False)")  # noqa: E731
+    load = lambda model, s: load_weights(t, model, s, f"TransformerLM({spelled(cfg)}) with Block(..., causal=False)")  # noqa: E731
     model = unmasked_lm(t.student.TransformerLM, t.student.Block, cfg, state, load).double().to(t.device)
     for use_cache in (True, False):
-        what = (f"generate(your TransformerLM ({describe(cfg)}) with every block replaced by Block(..., causal=False), "
+        what = (f"generate(your TransformerLM ({spelled(cfg)}) with every block replaced by Block(..., causal=False), "
                 f"idx {tuple(prompt.shape)}, {n}, temperature=0, use_cache={use_cache})")
         got = call_pure(t.student.generate, model, prompt, n, 0.0, use_cache=use_cache, what=what)
         if not isinstance(got, torch.Tensor) or got.dtype != torch.int64:
@@ -1485,7 +1455,7 @@ def generate_greedy(t):
             n = cfg["max_len"] - prompt.shape[1]
             expected = greedy_truth(state, cfg, prompt, n)
             for use_cache in (True, False):
-                what = f"generate(model ({describe(cfg)}), idx {tuple(prompt.shape)}, {n}, temperature=0, use_cache={use_cache})"
+                what = f"generate(model ({spelled(cfg)}), idx {tuple(prompt.shape)}, {n}, temperature=0, use_cache={use_cache})"
                 got = call_pure(t.student.generate, model, prompt, n, 0.0, use_cache=use_cache, what=what)
                 if not isinstance(got, torch.Tensor) or got.dtype != torch.int64:
                     raise CheckFailed(f"{what} should return an int64 tensor")
@@ -1513,22 +1483,11 @@ def generate_matrix(t) -> properties.Graded:
                              ((1, 1), 1, dict(temperature=0.0)), ((1, 4), 0, dict(temperature=1.0))):
         prompt = ids(t, *shape, V=13)
         for use_cache in (True, False):
-            edges.append(S(f"model ({describe(cfg)}), idx {shape}, max_new_tokens={n}, {describe(kwargs)}, "
+            edges.append(S(f"model ({spelled(cfg)}), idx {shape}, max_new_tokens={n}, {spelled(kwargs)}, "
                            f"use_cache={use_cache}", (model, prompt, n), dict(kwargs, use_cache=use_cache)))
-    sampling = S(f"model ({describe(cfg)}), idx (5, 4), max_new_tokens=2, temperature=0.7, top_k=6, seed=6",
+    sampling = S(f"model ({spelled(cfg)}), idx (5, 4), max_new_tokens=2, temperature=0.7, top_k=6, seed=6",
                  (model, ids(t, 5, 4, V=13), 2), dict(temperature=0.7, top_k=6, seed=6))
     return properties.Graded("generate", t.student.generate, t.ref.generate, {"edges": edges}, sampling)
-
-
-def chi_square_ok(counts: np.ndarray, probs: np.ndarray) -> tuple:
-    """Pearson's test at a 1e-4 false-fail rate (Wilson-Hilferty approximation)."""
-    n = counts.sum()
-    mask = probs > 0
-    stat = float((((counts - n * probs) ** 2)[mask] / (n * probs[mask])).sum())
-    df = max(int(mask.sum()) - 1, 1)
-    z = 3.719  # one-sided 1e-4
-    limit = df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
-    return stat <= limit, stat, limit
 
 
 def assert_sampled_from(tokens: torch.Tensor, logits: torch.Tensor, kwargs: dict, what: str) -> None:
@@ -1536,12 +1495,13 @@ def assert_sampled_from(tokens: torch.Tensor, logits: torch.Tensor, kwargs: dict
     and follow the softmax of the kept logits / temperature (Pearson's test, false-fail rate 1e-4)."""
     allowed = keep_set(logits, **kwargs)
     if not bool(allowed[tokens].all()):
-        raise CheckFailed(f"{what}: a token outside the kept set ({describe(kwargs)}) was sampled")
+        raise CheckFailed(f"{what}: a token outside the kept set ({spelled(kwargs)}) was sampled")
     probs = torch.softmax(logits / kwargs.get("temperature", 1.0), -1).masked_fill(~allowed, 0)
-    ok, stat, limit = chi_square_ok(np.bincount(tokens.numpy(), minlength=len(logits)), (probs / probs.sum()).numpy())
-    if not ok:
+    p, stat, df = chi_square.pearson(np.bincount(tokens.numpy(), minlength=len(logits)), (probs / probs.sum()).numpy())
+    if p < 1e-4:
         raise CheckFailed(f"{what}: the tokens do not follow softmax(logits / temperature) restricted to the kept set "
-                          f"({describe(kwargs)}; chi-square {stat:.1f} > {limit:.1f}, false-fail rate 1e-4)")
+                          f"({spelled(kwargs)}; chi-square {stat:.1f} on {df} degrees of freedom, p = {p:.1e}; a "
+                          "correct sampler fails this test with probability 1e-4)")
 
 
 @check(7, 1.5, "generate samples from the filtered, tempered distribution at every step, seeded",
@@ -1553,7 +1513,7 @@ def generate_sampling(t):
     model = make_module(t, "TransformerLM", (), cfg, state, F64)
     prompt = ids(t, 1, 4, V=13).repeat(2000, 1)
     kwargs = dict(temperature=0.7, top_k=6)
-    what = f"generate(model, idx (2000, 4) of one prompt, 2, {describe(kwargs)}, seed=3)"
+    what = f"generate(model, idx (2000, 4) of one prompt, 2, {spelled(kwargs)}, seed=3)"
     out = call_twice(t.student.generate, model, prompt, 2, seed=3, what=what, **kwargs)
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2000, 6):
         raise CheckFailed(f"{what} should return a (2000, 6) tensor")
@@ -1569,12 +1529,12 @@ def generate_sampling(t):
             assert_sampled_from(out[rows, 5], builtin_lm(context, state, cfg)[0, -1], kwargs,
                                 f"{what}: second new tokens after token {token}")
     nucleus = dict(temperature=1.3, top_p=0.6)
-    what = f"generate(model, idx (2000, 4) of one prompt, 1, {describe(nucleus)}, seed=5)"
+    what = f"generate(model, idx (2000, 4) of one prompt, 1, {spelled(nucleus)}, seed=5)"
     out_p = t.student.generate(model, prompt, 1, seed=5, **nucleus)
     if not isinstance(out_p, torch.Tensor) or tuple(out_p.shape) != (2000, 5):
         raise CheckFailed(f"{what} should return a (2000, 5) tensor")
     assert_sampled_from(out_p[:, 4], logits, nucleus, what)
-    cold = [properties.Sample(f"model ({describe(cfg)}), idx (3, 4), 5, {describe(kwargs)}, seed=2",
+    cold = [properties.Sample(f"model ({spelled(cfg)}), idx (3, 4), 5, {spelled(kwargs)}, seed=2",
                               (model, prompt[:3], 5), dict(kwargs, seed=2), hint=": the greedy tokens were expected. "
                               "softmax(logits / 1e-4) puts all its mass on the largest logit (and so does top_k=1). "
                               "exp(logits / T) by hand overflows there; sample from torch.softmax(filter_logits(...)).")
@@ -1718,14 +1678,14 @@ def seq2seq_train_steps(t):
     training_pieces_first(t, "train_seq2seq")
     src, tgt = s2s_exact_data(t)
     names = s2s_names(S2S_EXACT_CONFIG)
-    base = f"train_seq2seq(src (7, 5), tgt (7, 6), {describe(S2S_EXACT_CONFIG)}"
+    base = f"train_seq2seq(src (7, 5), tgt (7, 6), {spelled(S2S_EXACT_CONFIG)}"
     what = f"{base}, steps=0)"
-    init = checked_names(t.student.train_seq2seq(src, tgt, S2S_EXACT_CONFIG, dict(S2S_EXACT_SETTINGS, steps=0)),
+    init = checked_state(t.student.train_seq2seq(src, tgt, S2S_EXACT_CONFIG, dict(S2S_EXACT_SETTINGS, steps=0)),
                          names, what)
     for steps in (1, 3):
         settings = dict(S2S_EXACT_SETTINGS, steps=steps)
         what = f"{base}, steps={steps}, seed=4)"
-        state = checked_names(t.student.train_seq2seq(src, tgt, S2S_EXACT_CONFIG, settings), names, what)
+        state = checked_state(t.student.train_seq2seq(src, tgt, S2S_EXACT_CONFIG, settings), names, what)
         assert_same_steps(state, grader_seq2seq_steps(t.ref, S2S_EXACT_CONFIG, settings, init, src, tgt, steps), what,
                           f"vs the grader's {steps} step(s) from the model your steps=0 call returned (the same seed "
                           "must build the same model)")
@@ -1734,7 +1694,7 @@ def seq2seq_train_steps(t):
     settings = dict(S2S_EXACT_SETTINGS, steps=1)
     what = f"{base}, steps=1, init_state=a confident one: logits of size 400)"
     try:
-        state = checked_names(train_seq2seq_from(t, (src, tgt, S2S_EXACT_CONFIG), settings, start, what), names, what)
+        state = checked_state(train_seq2seq_from(t, (src, tgt, S2S_EXACT_CONFIG), settings, start, what), names, what)
     except CheckFailed as exc:
         raise CheckFailed(f"{exc}{LOSS_HINT if 'NaN' in str(exc) else ''}") from None
     assert_same_steps(state, grader_seq2seq_steps(t.ref, S2S_EXACT_CONFIG, settings, start, src, tgt, 1), what,
@@ -1747,7 +1707,7 @@ def seq2seq_train_seeded(t):
     names = s2s_names(S2S_EXACT_CONFIG)
     # src and tgt on a non-CPU device: the model it builds, its rows and the BOS column live there too
     seeded_and_on_device(t, "train_seq2seq", (*s2s_exact_data(t), S2S_EXACT_CONFIG), dict(S2S_EXACT_SETTINGS, steps=3),
-                         "src (7, 5), tgt (7, 6)", lambda value, what: checked_names(value, names, what), "row")
+                         "src (7, 5), tgt (7, 6)", lambda value, what: checked_state(value, names, what), "row")
 
 
 SORT_LENGTH, BOS = 8, 10
@@ -1802,10 +1762,10 @@ def trained_seq2seq(t, src, tgt, what) -> dict:
     names = s2s_names(SORT_CONFIG)
     args = (t.student.put(src, "sources"), t.student.put(tgt, "sorted targets"), SORT_CONFIG)
     short, label = dict(settings, steps=FIRST_STEPS), f"{what}, steps={FIRST_STEPS}"
-    first = checked_names(train_seq2seq_from(t, args, short, init, label), names, label)
+    first = checked_state(train_seq2seq_from(t, args, short, init, label), names, label)
     assert_same_steps(first, grader_seq2seq_steps(t.ref, SORT_CONFIG, short, init, src, tgt, FIRST_STEPS), label,
                       FIRST_STEPS_FROM)
-    state = checked_names(train_seq2seq_from(t, args, settings, init, what), names, what)
+    state = checked_state(train_seq2seq_from(t, args, settings, init, what), names, what)
     assert_descends(init, state, start_of(t, "sort"), what, least=START_LEAST, mean=START_MEAN)
     return state
 
@@ -1814,7 +1774,7 @@ def trained_seq2seq(t, src, tgt, what) -> dict:
        uses=S2S + ("train_seq2seq",), needs=TRAINING + NORMS + FFN, timeout=TRAIN_TIMEOUT)
 def seq2seq_sorting(t):
     src, tgt = sort_pairs(SORT_TRAIN, 0)
-    what = (f"train_seq2seq(src ({SORT_TRAIN}, {SORT_LENGTH}), sorted tgt, {describe(SORT_CONFIG)}, the grader's "
+    what = (f"train_seq2seq(src ({SORT_TRAIN}, {SORT_LENGTH}), sorted tgt, {spelled(SORT_CONFIG)}, the grader's "
             "settings and init_state)")
     state = trained_seq2seq(t, src, tgt, what)
     judge_sorting(t, what, sort_accuracy(t.ref, state, seed=t.secret_seed("held-out strings")))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from autograder.checking import chi_square
 from autograder.errors import CheckFailed
 
 
@@ -199,41 +200,6 @@ def plan_perplexity(plan: ScoringPlan, logprobs) -> float:
     return math.exp(-float(np.dot(plan.weights, logprobs)) / plan.n_tokens)
 
 
-def chi_square_sf(x: float, df: int) -> float:
-    """P(X >= x) for X ~ chi-square with `df` degrees of freedom (regularized upper gamma Q(df/2, x/2)).
-
-    Why here: sampling checks state their false-fail rate exactly, and numpy has no chi-square tail.
-    """
-    a, z = df / 2.0, x / 2.0
-    if z <= 0:
-        return 1.0
-    log_front = -z + a * math.log(z) - math.lgamma(a)
-    if z < a + 1:  # series for the lower part P(a, z)
-        term = total = 1.0 / a
-        k = a
-        while abs(term) > abs(total) * 1e-16:
-            k += 1
-            term *= z / k
-            total += term
-        return max(0.0, 1.0 - total * math.exp(log_front))
-    tiny = 1e-300  # continued fraction for Q(a, z), modified Lentz
-    b = z + 1.0 - a
-    c, d = 1.0 / tiny, 1.0 / b
-    h = d
-    for i in range(1, 10_000):
-        an = -i * (i - a)
-        b += 2.0
-        d = an * d + b
-        d = tiny if abs(d) < tiny else d
-        c = b + an / c
-        c = tiny if abs(c) < tiny else c
-        d = 1.0 / d
-        h *= d * c
-        if abs(d * c - 1.0) < 1e-16:
-            break
-    return math.exp(log_front) * h
-
-
 def transition_test(outputs, max_len: int, table: dict, what: str, *, false_fail: float) -> None:
     """Every draw of every generated sequence against the model's row for its context: one chi-square test.
 
@@ -262,7 +228,7 @@ def transition_test(outputs, max_len: int, table: dict, what: str, *, false_fail
         statistic, df = statistic + part, df + len(outcomes) - 1
         if part > worst_part:
             worst, worst_part = context, part
-    p_value = chi_square_sf(statistic, df)
+    p_value = chi_square.tail(statistic, df)
     if p_value < false_fail:
         draws = sum(counts[worst].values())
         shares = ", ".join(f"{w} {counts[worst][w] / draws:.3f} (model {table[worst][w]:g})" for w in outcomes)

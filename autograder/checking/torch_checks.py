@@ -21,6 +21,11 @@ from autograder.errors import CheckFailed
 MODULE_TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.float64: (1e-7, 1e-9)}
 
 
+def name_of(dtype: torch.dtype) -> str:
+    """A dtype as messages name it: "float32"."""
+    return str(dtype).removeprefix("torch.")
+
+
 def randn(t, *shape: int, dtype: torch.dtype = torch.float64, scale: float = 1.0) -> torch.Tensor:
     """A normal tensor from the check's own seeded generator (same inputs on every run)."""
     return torch.from_numpy(t.rng.standard_normal(shape) * scale).to(dtype)
