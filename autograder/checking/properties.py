@@ -458,8 +458,12 @@ def run_pure(t, name: str, call, reference, label: str, args: tuple, kwargs: dic
     run(t, Graded(name, call, reference, samples), ("inputs", "generator", "device"))
 
 
-def run_device(t, name: str, call, label: str, args: tuple, kwargs: dict | None = None, **options) -> None:
-    """The `device` property alone, of one call of `call` (`options`: OnDevice's), for a function whose
-    values are checked by hand (a training loop, a sampler)."""
-    run(t, Graded(name, call, None, {"device": [OnDevice(label, tuple(args), dict(kwargs or {}), **options)]}),
-        ("device",))
+def run_device(t, name: str, call, label: str, args: tuple, kwargs: dict | None = None, generator: bool = False,
+               **options) -> None:
+    """The `device` property of one call of `call` (`options`: OnDevice's), for a function whose values are
+    checked by hand (a training loop, a sampler); with `generator`, the `generator` property of the same call
+    on the CPU first (for a function that must not touch torch's global generator: not one that seeds it by
+    contract)."""
+    args, kwargs = tuple(args), dict(kwargs or {})
+    run(t, Graded(name, call, None, {"device": [OnDevice(label, args, kwargs, **options)]},
+                  Sample(label, args, kwargs) if generator else None), ("generator", "device"))
