@@ -1,5 +1,6 @@
 """rnn_lm's declarations in the property matrix: the device probes of every graded function now run as the
-matrix's `device` property, and `train_seq2seq` declares the pairs it visits (`positions`).
+matrix's `device` property, `train_seq2seq` declares the pairs it visits (`positions`), and every function that
+takes tensors declares a call that must leave torch's global generator alone (`generator`).
 
 Each bug is the staff solution with one edit, graded in this process on its question's checks (the trainings
 left out, as in tests/test_property_matrix.py): it must fail exactly the check named, with a message that
@@ -20,6 +21,13 @@ BUGS = {
     "train_seq2seq drops the short last batch": ([(
         BATCH_START, "        start = k * batch_size % (src.size(0) // batch_size * batch_size)  # full batches\n")],
         "8", "train_seq2seq_exact", "property `positions` of train_seq2seq, input Seq2Seq(45, 3, 4, 3), 42 pairs"),
+    # a layer that inlines its cell's formula, tanh by exp: right forward at any scale, NaN backward at saturation
+    "RNNLayer inlines its cell with tanh as 1 - 2/(exp(2z) + 1)": ([(
+        "            h = self.cell(x[:, t], h)  # (B, H)\n",
+        "            c = self.cell\n"
+        "            z = x[:, t] @ c.weight_ih.T + c.bias_ih + h @ c.weight_hh.T + c.bias_hh\n"
+        "            h = 1 - 2 / (torch.exp(2 * z) + 1)  # (B, H)\n")],
+        "1", "rnn_gradients", "property `extremes` of RNNLayer(3, 5), input x (2, 4, 3) of about +1000"),
     # the device bugs of tests/test_simulated_device.py, now failing the matrix's `device` property
     "lm_loss builds its pad mask with torch.ones(N)": ([(
         "    keep = (targets.reshape(-1) != pad_id).to(losses.dtype)",
@@ -33,8 +41,54 @@ BUGS = {
                                               "8", "train_seq2seq_exact", "property `device` of train_seq2seq, input"),
 }
 
+# torch's global generator, touched by functions that draw nothing (a seed "for reproducibility", noise of scale
+# 0): each fails its own check and, where train_lm or train_seq2seq calls it, theirs too (they touch it then);
+# the public checks of Q4 and Q5 run the property on a call each already makes, so students see it too
+# (public_train_lm, which also fails, is left out here with the trainings).
+# name: (replacements, question, {failing check: the start of its message})
+GENERATOR = "property `generator` (torch's global generator left alone): "
+GENERATOR_BUGS = {
+    "batchify seeds torch for reproducible batches": ([(
+        "    L = stream.size(0) // batch_size\n", "    torch.manual_seed(0)\n    L = stream.size(0) // batch_size\n")],
+        "4", {"batchify_hidden": GENERATOR + "batchify(stream (9,), 3)", "train_lm_repeatable": GENERATOR + "train_lm",
+              "public_tbptt_pieces": GENERATOR + "batchify(arange(100, 123), 3)"}),
+    "get_chunk with a variable bptt whose jitter is left at 0": ([(
+        "    n = min(bptt, data.size(1) - 1 - i)\n",
+        "    n = min(bptt + int(torch.randint(0, 1, ())), data.size(1) - 1 - i)  # AWD-style jitter, width 0 for now\n")],
+        "4", {"get_chunk_hidden": GENERATOR + "get_chunk(data (3, 11), 2, 4)", "train_lm_repeatable": GENERATOR,
+              "public_tbptt_pieces": GENERATOR + "get_chunk(data (3, 7), 4, 4)"}),
+    "detach_state adds state noise of scale 0": ([(
+        "        return state.detach()\n", "        return state.detach() + 0.0 * torch.randn_like(state)\n")],
+        "4", {"detach_state_hidden": GENERATOR + "detach_state(h (2, 5))", "train_lm_repeatable": GENERATOR,
+              "public_tbptt_pieces": GENERATOR + "detach_state(h (2, 3))"}),
+    "clip_grad_norm adds gradient noise of scale 0": ([(
+        "    grads = [p.grad for p in parameters if p.grad is not None]\n",
+        "    grads = [p.grad for p in parameters if p.grad is not None]\n"
+        "    for g in grads:\n        g.add_(torch.randn_like(g) * 0.0)  # gradient noise, off for now\n")],
+        "4", {"clip_hidden": GENERATOR + "clip_grad_norm(3 parameters with large gradients, 1.5)",
+              "train_lm_repeatable": GENERATOR, "public_tbptt_pieces": GENERATOR + "clip_grad_norm(a gradient [3, 4]"}),
+    "hidden_grad_norms seeds torch so that the plot is reproducible": ([(
+        "    with torch.enable_grad():\n        if state is None:\n",
+        "    torch.manual_seed(0)\n    with torch.enable_grad():\n        if state is None:\n")],
+        "5", {"hidden_grad_norms_hidden": GENERATOR + "hidden_grad_norms(RNNCell(4, 5), x (3, 4, 4))",
+              "public_hidden_grad_norms": GENERATOR + "hidden_grad_norms(RNNCell(3, 4), x (2, 6, 3))"}),
+    "train_lm seeds torch for reproducibility": ([(
+        "    data = batchify(stream, batch_size).to(device)  # (B, L)\n",
+        "    torch.manual_seed(0)\n    data = batchify(stream, batch_size).to(device)  # (B, L)\n")],
+        "4", {"train_lm_repeatable": GENERATOR + "train_lm(ToyRecurrentLM on the device"}),
+    "train_seq2seq seeds torch for reproducibility": ([(
+        "    src, tgt = src.to(device), tgt.to(device)\n",
+        "    torch.manual_seed(0)\n    src, tgt = src.to(device), tgt.to(device)\n")],
+        "8", {"train_seq2seq_exact": GENERATOR + "train_seq2seq(Seq2Seq on the device"}),
+}
+
 # name: (replacements, question)
 CORRECT = {
+    "RNNLayer inlines its cell's formula with torch.tanh": ([(
+        "            h = self.cell(x[:, t], h)  # (B, H)\n",
+        "            c = self.cell\n"
+        "            h = torch.tanh(x[:, t] @ c.weight_ih.T + c.bias_ih + h @ c.weight_hh.T + c.bias_hh)  # (B, H)\n")],
+        "1"),
     "train_seq2seq keeps a running start and takes each batch with narrow": ([
         ("    losses = []\n    for k in range(steps):\n" + BATCH_START + BATCH_ROWS,
          "    losses, start = [], 0\n    for _ in range(steps):\n"
@@ -50,6 +104,15 @@ def test_bug_fails_exactly_its_property(bug):
     failed = failures_in_process("rnn_lm", edited_solution("rnn_lm", replacements), question)
     assert set(failed) == {check}, failed
     assert failed[check].startswith(message), failed[check]
+
+
+@pytest.mark.parametrize("bug", sorted(GENERATOR_BUGS))
+def test_generator_bug_fails_its_functions_check_and_its_callers(bug):
+    replacements, question, expected = GENERATOR_BUGS[bug]
+    failed = failures_in_process("rnn_lm", edited_solution("rnn_lm", replacements), question)
+    assert set(failed) == set(expected), failed
+    for check, message in expected.items():
+        assert failed[check].startswith(message), failed[check]
 
 
 @pytest.mark.parametrize("variant", sorted(CORRECT))

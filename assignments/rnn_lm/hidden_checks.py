@@ -192,7 +192,13 @@ def layer_gradients(t, kind: str) -> None:
     wrt = [0] if kind == "lstm" else [0, 1]  # an LSTM's state is a pair (h, c)
     gradcheck(layer, [x, state], wrt, what + f", outputs w.r.t. x{'' if kind == 'lstm' else ' and h0'}", output_index=0)
     ref = reference_module(getattr(t.ref, LAYER[kind])(d, H), weights, F64)
-    properties.run_pure(t, f"{LAYER[kind]}({d}, {H})", layer, ref, f"x ({B}, {T}, {d}), a state, float64", (x, state))
+    # the matrix: the plain call, and saturated gates through the whole loop (a layer may inline its cell's formula)
+    S, loud32 = properties.Sample, student_module(t, getattr(t.student, LAYER[kind]), (d, H), weights, F32)
+    extremes = [S(f"x ({B}, {T}, {d}) of about {scale:+g} (saturated gates), a state, {name_of(dtype)}",
+                  (x.to(dtype) * scale, tuple(s.to(dtype) for s in state) if kind == "lstm" else state.to(dtype)),
+                  wrt=(0,), output_index=0, call=call) for dtype, scale, call in ((F64, 1000.0, layer), (F32, -100.0, loud32))]
+    properties.run(t, properties.Graded(f"{LAYER[kind]}({d}, {H})", layer, ref, {
+        "inputs": [S(f"x ({B}, {T}, {d}), a state, float64", (x, state))], "extremes": extremes}))
     assert_param_grads(layer, ref, [x, state], what, rng=t.rng, output_index=0)
     cell_w = {k.removeprefix("cell."): v for k, v in weights.items()}
     cell = student_module(t, getattr(t.student, CELL[kind]), (d, H), cell_w, F64)
@@ -444,7 +450,7 @@ def batchify_hidden(t):
         L = N // B
         assert_dtype(got, "int64", what)
         assert_equal(output(got, None, what).tolist(), stream[:B * L].view(B, L).tolist(), what)
-    properties.run_device(t, "batchify", t.student.batchify, f"stream ({N},), 3", (stream, 3))
+    properties.run_device(t, "batchify", t.student.batchify, f"stream ({N},), 3", (stream, 3), generator=True)
 
 
 @check(4, 1, "get_chunk: inputs and targets one apart, a short last chunk, bptt longer than the data",
@@ -457,7 +463,7 @@ def get_chunk_hidden(t):
         n = min(bptt, 10 - i)
         assert_equal(output(inputs, None, what).tolist(), data[:, i:i + n].tolist(), what + " inputs")
         assert_equal(output(targets, None, what).tolist(), data[:, i + 1:i + 1 + n].tolist(), what + " targets")
-    properties.run_device(t, "get_chunk", t.student.get_chunk, "data (3, 11), 2, 4", (data, 2, 4))
+    properties.run_device(t, "get_chunk", t.student.get_chunk, "data (3, 11), 2, 4", (data, 2, 4), generator=True)
 
 
 @check(4, 1, "detach_state: same values and types for a tensor, an (h, c) pair and None; no gradient through it; "
@@ -475,7 +481,7 @@ def detach_state_hidden(t):
         assert_close(output(g, None, "detach_state((h, c))"), e, f"detach_state((h, c)) {name}", rtol=0, atol=0)
     if t.student.detach_state(None) is not None:
         raise CheckFailed("detach_state(None) should return None (the state before the first chunk).")
-    properties.run_device(t, "detach_state", t.student.detach_state, "h (2, 5)", (h,))
+    properties.run_device(t, "detach_state", t.student.detach_state, "h (2, 5)", (h,), generator=True)
     properties.run_device(t, "detach_state", t.student.detach_state, "(h, c), each (2, 5)", ((h, c),))
     try:  # fail-only: with the history cut, backward through the call has nothing to reach
         got = t.student.detach_state.vjp([h], [0], torch.ones(2, 5, dtype=F64))
@@ -546,6 +552,9 @@ def clip_hidden(t):
     clip_case(t, [randn(t, 1, scale=5.0)], 2.0, "clip_grad_norm(a single 1-element gradient, 2.0)")
     clip_case(t, [("no grad", (4,)), ("no grad", (2, 3))], 1.0,
               "clip_grad_norm(parameters none of which has a .grad, 1.0) (the norm of no gradients is 0.0)")
+    label = "3 parameters with large gradients, 1.5"
+    properties.run(t, properties.Graded("clip_grad_norm", t.student.clip_grad_norm, None, generator=properties.Sample(
+        label, (worker_parameters(t, big), 1.5))), ("generator",))
 
 
 def assert_same_steps(losses, model, reference: nn.Module, expected: list, what: str, rtol: float = 1e-6) -> None:
@@ -691,7 +700,7 @@ def train_lm_repeatable(t):
     model = student_module(t, t.student.ToyRecurrentLM, (V, d), weights, F64)
     properties.run_device(t, "train_lm", t.student.train_lm, "ToyRecurrentLM on the device, stream (40,) on the CPU, "
                           "steps=3", (model, stream), dict(steps=3, lr=0.1, batch_size=2, bptt=5, clip=1.0),
-                          move_data=False, **IN_FLOAT64)
+                          move_data=False, generator=True, **IN_FLOAT64)
 
 
 # ---- Q5: gradient norms through time ----------------------------------------------------------
@@ -745,7 +754,8 @@ def hidden_grad_norms_hidden(t):
     for kind in ("rnn", "lstm"):
         cell = student_module(t, getattr(t.student, CELL[kind]), (d, H), cell_weights(t, kind, d, H), F64)
         properties.run_device(t, "hidden_grad_norms", t.student.hidden_grad_norms,
-                              f"{CELL[kind]}({d}, {H}), x ({B}, 4, {d})", (cell, randn(t, B, 4, d)), **IN_FLOAT64)
+                              f"{CELL[kind]}({d}, {H}), x ({B}, 4, {d})", (cell, randn(t, B, 4, d)), generator=True,
+                              **IN_FLOAT64)
 
 
 # ---- Q6: decoding on grader-made table models -------------------------------------------------
@@ -1332,7 +1342,7 @@ def train_seq2seq_exact(t):
     model = student_module(t, t.student.Seq2Seq, (S2S_VOCAB, 5, 6, 4), quiet, F64)
     properties.run_device(t, "train_seq2seq", t.student.train_seq2seq, "Seq2Seq on the device, src and tgt on the CPU, "
                           "steps=2", (model, src, tgt), dict(steps=2, lr=0.05, batch_size=4, clip=1.0), move_data=False,
-                          **IN_FLOAT64)
+                          generator=True, **IN_FLOAT64)
     # 42 pairs in batches of 4: ten full batches, then a short one of 2 at step 11, the end of the first pass
     positions(t, "train_seq2seq", s2s_reads(t, 42, dict(lr=0.05, batch_size=4, clip=1.0), (1, 2, 5, 10, 11)))
 

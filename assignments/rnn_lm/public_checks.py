@@ -193,13 +193,16 @@ def public_tbptt_pieces(t):
         data = t.student.batchify(stream[:N], B)
         assert_equal(output(data, None, "batchify").tolist(), stream[:N - N % B].view(B, -1).tolist(),
                      f"batchify(arange(100, {100 + N}), {B})")
+    generator_untouched(t, "batchify", t.student.batchify, "arange(100, 123), 3", stream, 3)
     inputs, targets = pair(t.student.get_chunk(stream[:21].view(3, 7), 4, 4), "get_chunk")
+    generator_untouched(t, "get_chunk", t.student.get_chunk, "data (3, 7), 4, 4", stream[:21].view(3, 7), 4, 4)
     assert_equal(output(inputs, None, "get_chunk").tolist(), [[104, 105], [111, 112], [118, 119]],
                  "get_chunk(batchify(arange(100, 123), 3), 4, 4) inputs")
     assert_equal(output(targets, None, "get_chunk").tolist(), [[105, 106], [112, 113], [119, 120]],
                  "get_chunk(batchify(arange(100, 123), 3), 4, 4) targets")
     h, c = (t.student.put(randn(t, 2, 3).requires_grad_(True), "a state that requires grad") for _ in range(2))
     detached = t.student.detach_state((h, c))
+    generator_untouched(t, "detach_state", t.student.detach_state, "h (2, 3)", torch.ones(2, 3, dtype=F64))
     if not isinstance(detached, tuple) or len(detached) != 2:
         raise CheckFailed(f"detach_state((h, c)) should return a tuple (h, c), as the LSTM's state is, got "
                           f"{type(detached).__name__}")
@@ -230,6 +233,9 @@ def public_tbptt_pieces(t):
                  "the first gradient after clipping (scaled by max_norm / (norm + 1e-6))", rtol=1e-12, atol=1e-15)
     assert_close(params[1].grad.get(), torch.tensor([[0.0], [4.0]], dtype=F64) * scale,
                  "the second gradient after clipping", rtol=1e-12, atol=1e-15)
+    extra = t.student.put(torch.zeros(2, dtype=F64).requires_grad_(True), "a parameter")
+    extra.backward(torch.tensor([3.0, 4.0], dtype=F64))
+    generator_untouched(t, "clip_grad_norm", t.student.clip_grad_norm, "a gradient [3, 4], 1.0", [extra], 1.0)
     bare = t.student.put(torch.zeros(3, dtype=F64).requires_grad_(True), "a parameter without a gradient")
     what = "clip_grad_norm([a parameter whose .grad is None], 1.0)"
     assert_equal(t.student.clip_grad_norm([bare], 1.0), 0.0, what + " (no gradient at all: the norm is 0.0)")
@@ -255,6 +261,8 @@ def public_train_lm(t):
         note = {"wrap": " (L = 11: the 3rd step starts at i = 10 = L - 1, where fewer than two tokens are left: start "
                         "over at i = 0 with state None)", "loud": " (use F.cross_entropy: log(softmax) is -inf here)"}
         assert_close(got, expected, what + " losses" + note.get(key, ""), rtol=1e-7)
+    generator_untouched(t, "train_lm", t.student.train_lm, "ToyRecurrentLM(6, 4), stream (22,), steps=2",
+                        module(t, t.student.ToyRecurrentLM, (6, 4), toy_w, F64), stream, **settings)
 
 
 @check(5, 1, "hidden_grad_norms of an RNNCell over 6 steps, and of an LSTMCell from a given (h, c)", public=True,
@@ -264,6 +272,7 @@ def public_hidden_grad_norms(t):
     cell = module(t, t.student.RNNCell, (3, 4), w, F64)
     expected = t.expected("norms", lambda ref: ref.hidden_grad_norms(reference(ref.RNNCell(3, 4), w, F64), x))
     assert_close(t.student.hidden_grad_norms(cell, x), expected, "hidden_grad_norms(RNNCell(3, 4), x (2, 6, 3))")
+    generator_untouched(t, "hidden_grad_norms", t.student.hidden_grad_norms, "RNNCell(3, 4), x (2, 6, 3)", cell, x)
     w, x = weights(t, 4, 3, 4), randn(t, 2, 5, 3, dtype=F64)
     state = (randn(t, 2, 4, dtype=F64), randn(t, 2, 4, dtype=F64))
     cell = module(t, t.student.LSTMCell, (3, 4), w, F64)
