@@ -416,6 +416,21 @@ RNN_LM = {
           "        if state is None:\n"
           "            h = torch.zeros(x.size(0), self.cell.hidden_size, device=self.device, dtype=x.dtype)\n"
           "            state = (h, torch.zeros_like(h))\n")], {"2"}),
+    "the standard helpers students reach for: tqdm and time in train_lm, copy.deepcopy in beam_search, bisect": (
+        [("    state, i, losses = None, 0, []\n    for _ in range(steps):\n",
+          "    from tqdm.auto import tqdm\n    import time\n    started = time.time()\n"
+          "    state, i, losses = None, 0, []\n    for _ in tqdm(range(steps), leave=False):\n"),
+         ("                    logits, new_state = model(torch.tensor([[tokens[-1]]], device=device), st)",
+          "                    logits, new_state = model(torch.tensor([[tokens[-1]]], device=device), copy.deepcopy(st))"),
+         ("def beam_search(model, prefix, beam_size, max_len, eos_id, alpha=1.0):",
+          "import copy\n\n\ndef beam_search(model, prefix, beam_size, max_len, eos_id, alpha=1.0):"),
+         ("            token = int(torch.multinomial(probs, 1, generator=generator))",
+          "            u = float(torch.rand((), generator=generator, dtype=torch.float64))\n"
+          "            cumulative = list(itertools.accumulate(probs.tolist()))\n"
+          "            token = min(bisect.bisect_right(cumulative, u), probs.numel() - 1)"),
+         ("def sample(model, prefix, max_len, eos_id, temperature=1.0, seed=0):",
+          "import bisect\nimport itertools\n\n\ndef sample(model, prefix, max_len, eos_id, temperature=1.0, seed=0):")],
+        {"4", "6"}),
 }
 
 TRANSFORMER = {

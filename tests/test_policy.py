@@ -293,6 +293,14 @@ def test_imports_follow_the_assignment():
         allowed = policy.allowed_imports(assignment)
         assert "autograder" not in allowed and policy.BASE_IMPORTS <= allowed
         assert ("torch" in allowed) == assignment.uses_torch
+    # the plain helpers students reach for are ordinary code everywhere; threads are not
+    helpers = ("import copy\nimport bisect\nimport heapq\nimport time\nimport random\nfrom tqdm.auto import tqdm\n"
+               "def f(xs):\n    started = time.time()\n    for x in tqdm(copy.deepcopy(xs), leave=False):\n"
+               "        heapq.heappush(xs, x)\n    return bisect.bisect_right(sorted(xs), random.random()), started\n")
+    for assignment in assignments.available():
+        assert not refused(helpers, assignment=assignment.id), assignment.id
+    assert "f" in refused("import queue\ndef f():\n    return queue.Queue()", assignment="rnn_lm")
+    assert "f" in refused("import threading\ndef f():\n    return threading.Thread()", assignment="rnn_lm")
 
 
 def test_ordinary_python_is_inside_the_subset():

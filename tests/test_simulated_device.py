@@ -22,6 +22,12 @@ def test_values_stay_real_and_mixing_with_a_cpu_tensor_raises_as_on_cuda():
         assert x.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
         assert (x + torch.tensor(1.0)).device == device  # a 0-dim CPU tensor mixes, as on CUDA
         assert x[torch.tensor([1])].device == device  # CPU indices are allowed, as on CUDA
+        # Python lists and ranges as indices (made into index tensors on x's device inside C++), as on CUDA
+        assert x[[1, 0]].tolist() == [[3.0, 4.0, 5.0], [0.0, 1.0, 2.0]] and x[[1, 0]].device == device
+        assert x[range(2), [2, 0]].tolist() == [2.0, 3.0]
+        z = torch.zeros(2, 3, device=device)
+        z[:, [0, 2]] = 1.0
+        assert z.tolist() == [[1.0, 0.0, 1.0], [1.0, 0.0, 1.0]] and z.device == device
         with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
             x + torch.ones(3)
         with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
@@ -174,6 +180,30 @@ CORRECT = {
          "        self.out_proj = nn.Linear(d_model, d_model, bias=bias)\n"
          "        self.register_buffer(\"future\", torch.ones(256, 256, dtype=torch.bool).triu(1), persistent=False)\n"
          "        self.fill = float(\"-inf\")\n")], "3"),
+    # indices written as Python lists or ranges: CUDA makes the index tensor on the device itself
+    "lm_loss picks the targets' log-probabilities with range(N) (the hunt's false fail)": ("rnn_lm", [(
+        '    losses = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), reduction="none")',
+        "    logp = torch.log_softmax(logits.reshape(-1, logits.size(-1)), dim=-1)  # (N, V)\n"
+        "    flat = targets.reshape(-1)\n    losses = -logp[range(flat.numel()), flat]")], "3"),
+    "train_seq2seq takes each batch by a list of row indices": ("rnn_lm", [(
+        "        start = k * batch_size % src.size(0)\n"
+        "        s, y = src[start:start + batch_size], tgt[start:start + batch_size]",
+        "        rows = [(k * batch_size + j) % src.size(0) for j in range(batch_size)]\n"
+        "        rows = rows[:src.size(0) - k * batch_size % src.size(0)]  # the short last batch stays short\n"
+        "        s, y = src[rows], tgt[rows]")], "8"),
+    "greedy_translate starts from the column src[:, [0]]": ("rnn_lm", [(
+        "        token = torch.full_like(src[:, 0], BOS)", "        token = torch.full_like(src[:, [0]], BOS).squeeze(1)")],
+        "8"),
+    "GQA picks each query head's key/value head with a Python list": ("attention", [(
+        "        k = k.repeat_interleave(group, dim=1)  # (B, h, T, d_head)\n        v = v.repeat_interleave(group, dim=1)",
+        "        kv_head = [h // group for h in range(self.n_heads)]  # the key/value head of each query head\n"
+        "        k = k[:, kv_head]  # (B, h, T, d_head)\n        v = v[:, kv_head]")], "7"),
+    "apply_rope picks even and odd features with lists, the sinusoids fill list-indexed columns": ("attention", [
+        ("    even, odd = x[..., 0::2], x[..., 1::2]",
+         "    even, odd = x[..., list(range(0, d, 2))], x[..., list(range(1, d, 2))]"),
+        ("    table[:, 0::2] = torch.sin(pos * freq)\n    table[:, 1::2] = torch.cos(pos * freq[: d // 2])",
+         "    table[:, list(range(0, d, 2))] = torch.sin(pos * freq)\n"
+         "    table[:, list(range(1, d, 2))] = torch.cos(pos * freq[: d // 2])")], "7"),
 }
 
 

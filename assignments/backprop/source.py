@@ -24,16 +24,17 @@
 # changes the caller's array, so compute new arrays instead (`z = z - z.max(...)`).
 #
 # **Graded code is plain Python the grader can read.** Graded cells may import only `numpy`, `math`,
-# `random`, `collections`, `itertools`, `functools`, `operator`, `enum`, `typing`, `dataclasses` and
-# `warnings`. Ordinary Python is welcome (classes, dataclasses, enums, `functools.partial`,
-# `operator.mul`, `getattr`/`hasattr` with a literal name, `setattr(self, name, ...)` in a method
-# looping over literal names, `type(self).__name__`). Not allowed: other reflection (`vars`,
-# `globals`, `__dict__` and double-underscore names beyond `__init__`, `__repr__`, `__name__` and
-# the like), code made or loaded at run time (`eval`, `exec`, `pickle`, `np.load`, ...), private
-# names of a library (a leading `_`), and changing a library (`np.exp = ...`). The grader reads your
-# graded cells before it runs anything: a check whose code breaks these rules is not graded, and a
-# statement that breaks them while the cells load is not run and costs only the checks of the names
-# it touches; getting round them counts as not attempting the question.
+# `random`, `collections`, `itertools`, `functools`, `operator`, `enum`, `typing`, `dataclasses`,
+# `warnings`, `copy`, `bisect`, `heapq`, `time` and `tqdm`. Ordinary Python is welcome (classes,
+# dataclasses, enums, `functools.partial`, `operator.mul`, `getattr`/`hasattr` with a literal name,
+# `setattr(self, name, ...)` in a method looping over literal names, `type(self).__name__`). Not
+# allowed: other reflection (`vars`, `globals`, `__dict__` and double-underscore names beyond
+# `__init__`, `__repr__`, `__name__` and the like), code made or loaded at run time (`eval`, `exec`,
+# `pickle`, `np.load`, ...), private names of a library (a leading `_`), and changing a library
+# (`np.exp = ...`). The grader reads your graded cells before it runs anything: a check whose code
+# breaks these rules is not graded, and a statement that breaks them while the cells load is not run
+# and costs only the checks of the names it touches; getting round them counts as not attempting the
+# question.
 #
 # **How grading works.** Only the cells marked as *graded* are graded, and the grader finds your
 # code by the function names, so do not rename them. A graded cell must work on its own: keep its

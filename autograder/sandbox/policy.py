@@ -69,8 +69,12 @@ from autograder.sandbox.forbidden import (Banned, Program, Use, bound_names, imp
 
 NOT_RUN = "<not run>"  # key of `refused`: the statements the worker does not run (never a student's name)
 
+# What ordinary code of any assignment imports: numerics, containers and the plain helpers students reach for
+# (a deep copy of a beam's state, bisect over a cumulative sum, a heap, a timer or a progress bar in a training
+# loop, Python's own random). Capabilities are the guard's business wherever these run; `queue` and
+# `threading` stay out (threads the worker would have to count).
 BASE_IMPORTS = frozenset({"numpy", "math", "collections", "itertools", "functools", "typing", "dataclasses",
-                          "warnings", "enum", "operator"})
+                          "warnings", "enum", "operator", "copy", "bisect", "heapq", "random", "time", "tqdm"})
 FUTURE = "__future__"  # `from __future__ import annotations`: compiler switches, always allowed
 TORCH = "torch"  # importable where the worker runs torch (meta.toml `uses_torch`)
 

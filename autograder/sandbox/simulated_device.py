@@ -46,8 +46,43 @@ def install() -> torch.device:
             from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
             _setup_privateuseone_for_python_backend(rename=NAME)
         DEVICE = torch.device(NAME, 0)
+        _register_backend_kernels()
         settle_dynamo_wrappers()
     return DEVICE
+
+
+_KERNELS = None  # the torch.library registrations below, kept alive for the process
+
+
+def _register_backend_kernels() -> None:
+    """Kernels of the device's own backend key for what torch builds in C++ with Python dispatch switched off.
+
+    Why: `x[[0, 2]]`, `x[range(n), y]` and `x[:, [0, 1]] = v` turn the Python list into an index
+    tensor on x's device inside C++ (`internal_new_from_data`), where no dispatch mode can see it: on
+    CUDA this is ordinary code, here it raised "Could not run 'aten::empty_strided' with arguments
+    from the 'accel' backend" and blamed the student. These kernels make that tensor a SimTensor and
+    copy the values into it, as CUDA's would."""
+    global _KERNELS
+    lib = torch.library.Library("aten", "IMPL")
+
+    def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+        return SimTensor(torch.empty_strided(size, stride, dtype=dtype, layout=layout, device="cpu"))
+
+    def empty(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+        return SimTensor(torch.empty(size, dtype=dtype, layout=layout, device="cpu", memory_format=memory_format))
+
+    def copy_(self, src, non_blocking=False):
+        _unwrap(self).copy_(_unwrap(src))
+        return self
+
+    def copy_from(self, dst, non_blocking=False):
+        _unwrap(dst).copy_(_unwrap(self))
+        return dst
+
+    for name, kernel in (("empty_strided", empty_strided), ("empty.memory_format", empty), ("copy_", copy_),
+                         ("_copy_from", copy_from)):
+        lib.impl(name, kernel, "PrivateUse1")
+    _KERNELS = lib
 
 
 def settle_dynamo_wrappers() -> None:
