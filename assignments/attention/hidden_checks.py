@@ -8,11 +8,14 @@ float64. Dims are always distinct (B != T != d != heads) and T_q != T_k wherever
 Every call into the student's code goes through `call`: its tensor arguments are stored in the
 student's process first and read back afterwards, so a function that changes its inputs
 (`mask.unsqueeze_`, `x += pos`, `q /= ...`) fails the check of that function. Points for running
-in float64 and on other devices (Q7) rest on float64 numerics verified here; the meta-device probe
-can only fail a check. Later questions declare the earlier functions they rely on (`needs`) so a
+in float64 and on other devices (Q7) rest on float64 numerics verified here; the device probes (the
+property matrix's `device`, on a simulated non-CPU device) can only fail a check. Every graded function
+declares torch's global `generator` left alone, and every device probe, in the check that grades it
+(docs/assignments/attention.md has the table). Later questions declare the earlier functions they rely on (`needs`) so a
 failure caused by `scaled_dot_product_attention` says so.
 """
 import math
+import types
 
 import torch
 import torch.nn.functional as F
@@ -24,7 +27,7 @@ from autograder.checking.compare import assert_close, assert_dtype, assert_equal
 from autograder.checking.purity import call_pure, call_twice
 from autograder.errors import CheckFailed
 from autograder.checking.torch_checks import (
-    assert_causal, assert_device_agnostic, assert_on_device, assert_param_grads, assert_permutation_equivariant,
+    assert_causal, assert_on_device, assert_param_grads, assert_permutation_equivariant,
     gradcheck, linear_state, name_of, output, randn, reference_module, student_module,
 )
 from autograder.checking.torch_checks import assert_module_close as _module_close
@@ -81,9 +84,18 @@ def worker_dtype(t, dtype):
     return t.student.put(torch.zeros(1, dtype=dtype), "a tensor").dtype.get()
 
 
-def device_probe(t, fn, args, what, **kwargs) -> None:
-    """The device probe (a simulated non-CPU device with real values): it can fail a check, never earn points."""
-    assert_device_agnostic(fn, args, what, **kwargs)
+def unnoted(t):
+    """`t` for the property matrix's `device` declarations, without the note a pass leaves: a device probe runs in
+    the student's process and can only fail a check, so a correct submission's results read "Passed." alone."""
+    return types.SimpleNamespace(student=t.student, note=lambda text: None)
+
+
+def declare_generator(t, name: str, call, label: str, args: tuple, kwargs: dict | None = None) -> None:
+    """The `generator` property alone, on one ordinary call of a function that makes a float table from sizes and
+    whose values its check compares by hand at their own tolerance (the matrix's `inputs` would hold a float32 table
+    to float64's): torch's global generator left alone."""
+    sample = properties.Sample(label, tuple(args), kwargs or {})
+    properties.run(t, properties.Graded(name, call, None, generator=sample), ("generator",))
 
 
 # ---- Q1 ---------------------------------------------------------------------------------------
@@ -104,7 +116,8 @@ def dot_product_hidden(t):
             close = assert_huge_close if scale > 1 else assert_module_close
             close(weights, w, what + " weights", dtype)
             close(context, torch.einsum("bs,bsd->bd", w, H.double()), what + " context", dtype)
-    device_probe(t, t.student.dot_product_attention, [randn(t, 2, 4), randn(t, 2, 5, 4)], "dot_product_attention(h, H)")
+    properties.run_device(unnoted(t), "dot_product_attention", t.student.dot_product_attention, "h (2, 4), H (2, 5, 4)",
+                          (randn(t, 2, 4), randn(t, 2, 5, 4)))
 
 
 @check(1, 1, "bilinear_attention with d_dec != d_enc (float32, float64, huge scores)", uses=("bilinear_attention",))
@@ -122,8 +135,8 @@ def bilinear_hidden(t):
             close = assert_huge_close if scale > 1 else assert_module_close
             close(weights, w, what + " weights", dtype)
             close(context, torch.einsum("bs,bsd->bd", w, H.double()), what + " context", dtype)
-    device_probe(t, t.student.bilinear_attention, [randn(t, 2, 3), randn(t, 2, 5, 4), randn(t, 3, 4)],
-               "bilinear_attention(h, H, W)")
+    properties.run_device(unnoted(t), "bilinear_attention", t.student.bilinear_attention,
+                          "h (2, 3), H (2, 5, 4), W (3, 4)", (randn(t, 2, 3), randn(t, 2, 5, 4), randn(t, 3, 4)))
 
 
 @check(1, 1, "gradients of both Q1 functions (gradcheck, float64)", uses=("dot_product_attention", "bilinear_attention"))
@@ -313,6 +326,7 @@ def causal_mask_hidden(t):
     got = t.student.causal_mask(3, 5, device=t.device)
     assert_dtype(got, "bool", f"causal_mask(3, 5, device={t.device!r})")
     assert_equal(got.tolist(), torch.ones(3, 5, dtype=torch.bool).tril(2).tolist(), f"causal_mask(3, 5, device={t.device!r})")
+    properties.run_pure(t, "causal_mask", t.student.causal_mask, t.ref.causal_mask, "T_q 3, T_k 8", (3, 8))
 
 
 @check(3, 1.5, "padding_mask: bool (B, T), empty and full sequences, batch of one, lengths left as they were",
@@ -323,6 +337,8 @@ def padding_mask_hidden(t):
         got = call(t, t.student.padding_mask, torch.tensor(lengths, dtype=dtype), T, what=what, want=torch.bool,
                    shape=(len(lengths), T))
         assert_equal(got.tolist(), [[p < n for p in range(T)] for n in lengths], what)
+    properties.run_pure(t, "padding_mask", t.student.padding_mask, t.ref.padding_mask, "lengths (4,) int64, T 6",
+                        (torch.tensor([0, 6, 2, 5]), 6))
 
 
 # ---- Q4 ---------------------------------------------------------------------------------------
@@ -367,8 +383,10 @@ def split_merge_heads(t):
         what = f"merge_heads(x ({Bx}, {HEADS}, {T}, {D // HEADS}))"
         got = call(t, t.student.merge_heads, heads, what=what, want=dtype, shape=(Bx, T, D))
         assert_close(got, heads.transpose(1, 2).reshape(Bx, T, D), what)
-    device_probe(t, t.student.split_heads, [randn(t, 2, 5, D), HEADS], f"split_heads(x, {HEADS})")
-    device_probe(t, t.student.merge_heads, [randn(t, 2, HEADS, 5, D // HEADS)], "merge_heads(x)")
+    properties.run_pure(unnoted(t), "split_heads", t.student.split_heads, t.ref.split_heads,
+                        f"x (2, 5, {D}), {HEADS} heads", (randn(t, 2, 5, D), HEADS), device=True)
+    properties.run_pure(unnoted(t), "merge_heads", t.student.merge_heads, t.ref.merge_heads,
+                        f"x (2, {HEADS}, 5, {D // HEADS})", (randn(t, 2, HEADS, 5, D // HEADS),), device=True)
 
 
 @check(4, 2, "MultiHeadAttention against nn.MultiheadAttention (self-attention, masks, bias=False, huge scores)",
@@ -546,6 +564,7 @@ def sinusoidal_hidden(t):
         got = call(t, t.student.sinusoidal_positions, T, d, what=what, want=F32, shape=(T, d))
         # float32 angles pos * w_k are exact to ~1e-7 relative: allow that much at large positions
         assert_close(got, true_sinusoids(T, d), what, rtol=1e-5, atol=1e-5 + 5e-7 * T)
+    declare_generator(t, "sinusoidal_positions", t.student.sinusoidal_positions, "T 11, d 8", (11, 8))
 
 
 @check(6, 1, "LearnedPositions adds the vectors of positions 0..T-1, and learns them", uses=("LearnedPositions",))
@@ -628,6 +647,7 @@ def alibi_slopes_hidden(t):
     for n in (8, 16, 2, 1, 6, 12, 5):
         got = call(t, t.student.alibi_slopes, n, what=f"alibi_slopes({n})", shape=(n,))
         assert_close(got, torch.tensor(true_slopes(n), dtype=F64), f"alibi_slopes({n})", rtol=1e-6)
+    declare_generator(t, "alibi_slopes", t.student.alibi_slopes, "n_heads 6", (6,))
 
 
 @check(6, 1, "alibi_bias: slope * (j - i), aligned lower-right (T_q != T_k, head counts not a power of two)",
@@ -642,6 +662,7 @@ def alibi_bias_hidden(t):
     got = call(t, t.student.alibi_bias, 4, 5, what="alibi_bias(4, 5)", shape=(4, 5, 5))
     assert_close(got, torch.tensor(true_slopes(4), dtype=F64)[:, None, None] * (torch.arange(5)[None, :] -
                  torch.arange(5)[:, None]), "alibi_bias(4, 5) (T_k defaults to T_q)", rtol=1e-6)
+    declare_generator(t, "alibi_bias", t.student.alibi_bias, "n_heads 6, T_q 1, T_k 9", (6, 1, 9))
 
 
 # ---- Q7 ---------------------------------------------------------------------------------------
@@ -669,13 +690,14 @@ def device_agnostic_modules(t):
     for module, args, expected, what in cases:
         got = call(t, module, *args, what=what, want=F64)
         assert_close(got, expected, what, rtol=1e-10, atol=1e-12)
-    fresh = [(t.student.MultiHeadAttention(D, HEADS), [x.float()], f"MultiHeadAttention({D}, {HEADS})(x)"),
-             (t.student.MultiHeadAttention(D, HEADS), [x.float(), context.float(), cross],
-              f"MultiHeadAttention({D}, {HEADS})(x, context, mask)"),
-             (t.student.GroupedQueryAttention(D, G_HEADS, 2), [x.float()], f"GroupedQueryAttention({D}, {G_HEADS}, 2)(x)"),
-             (t.student.LearnedPositions(9, D), [x.float()], f"LearnedPositions(9, {D})(x)")]
-    for module, args, what in fresh:
-        device_probe(t, module, args, what)
+    mha, gqa = f"MultiHeadAttention({D}, {HEADS})", f"GroupedQueryAttention({D}, {G_HEADS}, 2)"
+    fresh = [(mha, t.student.MultiHeadAttention(D, HEADS), f"x (2, {T}, {D})", (x.float(),)),
+             (mha, t.student.MultiHeadAttention(D, HEADS), f"x (2, {T}, {D}), context (2, 7, {D}), mask ({T}, 7)",
+              (x.float(), context.float(), cross)),
+             (gqa, t.student.GroupedQueryAttention(D, G_HEADS, 2), f"x (2, {T}, {D})", (x.float(),)),
+             (f"LearnedPositions(9, {D})", t.student.LearnedPositions(9, D), f"x (2, {T}, {D})", (x.float(),))]
+    for name, module, label, args in fresh:  # freshly made modules, in float32 and float64
+        properties.run_device(unnoted(t), name, module, label, args)
 
 
 @check(7, 0.75, "scaled_dot_product_attention and apply_rope in float64: float64 results at float64 accuracy",
@@ -694,13 +716,12 @@ def float64_functions(t):
     what = "apply_rope(x (2, 6, 8) float64, positions up to 1500)"
     got = call(t, t.student.apply_rope, x, positions, what=what, want=F64)
     assert_close(got, true_rope(x, positions), what, rtol=1e-9, atol=1e-9)
-    probes = [(t.student.scaled_dot_product_attention, [q.float(), k.float(), v.float(), mask],
-               "scaled_dot_product_attention(q, k, v, mask)"),
-              (t.student.scaled_dot_product_attention, [q.float(), k.float(), v.float()],
-               "scaled_dot_product_attention(q, k, v) (mask=None)"),
-              (t.student.apply_rope, [k.float()], "apply_rope(x)")]
-    for fn, args, what in probes:
-        device_probe(t, fn, args, what)
+    sdpa = "q (2, 3, 4), k (2, 5, 4), v (2, 5, 6)"
+    q32, k32, v32 = q.float(), k.float(), v.float()
+    for name, label, args in (("scaled_dot_product_attention", sdpa + ", mask (3, 5)", (q32, k32, v32, mask)),
+                              ("scaled_dot_product_attention", sdpa + ", mask=None", (q32, k32, v32)),
+                              ("apply_rope", "x (2, 5, 4)", (k32,))):
+        properties.run_device(unnoted(t), name, getattr(t.student, name), label, args)
 
 
 @check(7, 0.75, "masks and positions made where device= says, in the dtype= asked for",
@@ -719,11 +740,10 @@ def device_and_dtype_arguments(t):
     got = call(t, t.student.alibi_bias, 4, 3, 5, what=what, device=t.device, shape=(4, 3, 5))
     offsets = torch.arange(5)[None, :] - (torch.arange(3)[:, None] + 2)
     assert_close(got, torch.tensor(true_slopes(4), dtype=F64)[:, None, None] * offsets, what, rtol=1e-6)
-    probes = [
-        (t.student.padding_mask, [torch.tensor([2, 5]), 6], None, "padding_mask(lengths, 6)"),
-        (t.student.causal_mask, [3, 5], "device", "causal_mask(3, 5, device=...)"),
-        (t.student.alibi_bias, [4, 3, 5], "device", "alibi_bias(4, 3, 5, device=...)"),
-        (t.student.sinusoidal_positions, [5, 6], "device", "sinusoidal_positions(5, 6, device=...)"),
-    ]
-    for fn, args, device_arg, what in probes:
-        device_probe(t, fn, args, what, device_arg=device_arg, follows_dtype=device_arg is None)
+    properties.run_device(unnoted(t), "padding_mask", t.student.padding_mask, "lengths (2,) int64, T 6",
+                          (torch.tensor([2, 5]), 6))
+    for name, label, args in (("causal_mask", "T_q 3, T_k 5", (3, 5)),  # made from sizes where device= says
+                              ("alibi_bias", "n_heads 4, T_q 3, T_k 5", (4, 3, 5)),
+                              ("sinusoidal_positions", "T 5, d 6", (5, 6))):
+        properties.run_device(unnoted(t), name, getattr(t.student, name), label + ", device=the device", args,
+                              device_arg="device", follows_dtype=False)
