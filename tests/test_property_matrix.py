@@ -295,6 +295,48 @@ BUGS |= {
         (LM_BATCH, "")], "6", {"train_exact_steps": "positions"}),
 }
 
+# generator, declared on the call each Q5 check already probes on a device (properties.run_device(generator=True)):
+# the optimizer pieces are deterministic and get_batch draws from the generator it is given. Each scored full marks on
+# Q5 before (right values, same result every call) but the draw without generator=, which failed `call_twice` by a
+# message that did not name the cause (the probe now runs before it); none fails a public check. Graded by
+# test_transformer_q5_bug_fails_exactly_its_property (AdamW's probe needs the module where a worker keeps it).
+ADAMW_CALL = "            new, self.m[i], self.v[i] = adamw_step(p, p.grad, self.m[i]"
+CLIP_TOTAL = "    total = torch.sqrt(sum((g.double() ** 2).sum() for g in grads))\n"
+Q5_BUGS = {
+    "adamw_step seeds torch's global generator (a torch.manual_seed(0) left in from debugging)": (
+        [("    beta1, beta2 = betas\n", "    torch.manual_seed(0)  # debugging: reproducible runs\n    beta1, beta2 = betas\n")],
+        {"adamw_vs_torch": "generator", "adamw_class": "generator"}),  # AdamW steps with it
+    "AdamW.step adds gradient noise of scale 0 from the global generator": ([(ADAMW_CALL,
+        "            grad = p.grad + 0.0 * torch.randn_like(p.grad)  # gradient noise, off for now\n"
+        "            new, self.m[i], self.v[i] = adamw_step(p, grad, self.m[i]")], {"adamw_class": "generator"}),
+    "clip_grads adds noise of scale 0 from the global generator": ([(CLIP_TOTAL,
+        "    grads = [g + 0.0 * torch.randn_like(g) for g in grads]  # gradient noise, off for now\n" + CLIP_TOTAL)],
+        {"clip_global_norm": "generator"}),
+    "get_batch draws its starts without generator= (torch's global generator)": ([(CROPS,
+        CROPS.replace(", generator=generator)", ")"))], {"get_batch_crops": "generator"}),
+    "get_batch seeds torch's global generator from an int seed (torch.manual_seed, then no generator)": ([(
+        "        generator = torch.Generator().manual_seed(generator)\n",
+        "        torch.manual_seed(generator)  # the seed given, so reproducible\n        generator = None\n")],
+        {"get_batch_crops": "generator"}),
+}
+
+
+# positions of train_seq2seq: the pairs it reads, seen in the source rows of the shared embedding (pair_reads). Each
+# failed the exact steps before too, by a weight mismatch that did not name the cause. Not seen by the spread:
+# randint(0, N - 1), which never draws the last pair (one of 400), left to the exact steps' replayed draws.
+S2S_ROWS = '        rows = torch.randint(0, src.shape[0], (s["batch_size"],), generator=generator).to(src.device)\n'
+BUGS |= {
+    "transformer train_seq2seq draws rows from the first half of the pairs only": ("transformer", [(S2S_ROWS,
+        S2S_ROWS.replace("src.shape[0]", "src.shape[0] // 2"))], "8",
+        {"seq2seq_train_steps": "positions", "public_seq2seq_train": None}),
+    "transformer train_seq2seq trains on rows 0..batch_size-1 at every step": ("transformer", [(S2S_ROWS,
+        '        rows = torch.arange(s["batch_size"], device=src.device)  # the first batch, for now\n')], "8",
+        {"seq2seq_train_steps": "positions", "public_seq2seq_train": None}),
+    "transformer train_seq2seq re-makes its generator every step (the same rows at every step)": ("transformer", [(
+        S2S_ROWS, S2S_ROWS.replace("generator=generator", 'generator=torch.Generator().manual_seed(s["seed"])'))], "8",
+        {"seq2seq_train_steps": "positions", "public_seq2seq_train": None}),
+}
+
 # Correct code written differently keeps full marks on the question the matrix runs in.
 CORRECT = {
     "tanh and sigmoid through each other (2 sigmoid(2z) - 1, (1 + tanh(z / 2)) / 2)": ("rnn_lm", [
@@ -337,6 +379,10 @@ CORRECT = {
         '        starts = torch.randint(len(train_ids) - T, (B,), generator=generator).to(train_ids.device)\n'
         '        index = starts[:, None] + torch.arange(T + 1, device=train_ids.device)  # (B, T + 1)\n'
         '        crops = train_ids[index].long()\n        x, y = crops[:, :-1], crops[:, 1:]\n')], ("6",)),
+    "transformer train_seq2seq draws rows by torch.randint(len(src), size), gathers pairs by index_select": (
+        "transformer", [(S2S_ROWS + "        x, y = src[rows], tgt[rows]\n",
+        '        rows = torch.randint(len(src), (s["batch_size"],), generator=generator).to(src.device)\n'
+        "        x, y = src.index_select(0, rows), tgt.index_select(0, rows)\n")], ("8",)),
 }
 
 
@@ -364,6 +410,29 @@ def test_bug_fails_exactly_its_property(bug):
                                                      ("attention", "6")])
 def test_staff_solution_passes_the_matrix(assignment, question):
     assert failures_in_process(assignment, edited_solution(assignment, []), question) == {}
+
+
+def q5_failures(text: str, monkeypatch) -> dict:
+    """Q5's failures in this process: `AdamW`'s probe (support.optimizer_run) builds the class it finds in
+    sys.modules["submission"], where a worker keeps the graded module; here the module graded is put there."""
+    import sys
+
+    from autograder.authoring import build
+    monkeypatch.setitem(sys.modules, "submission", build.module_from_text("lmgrade_test_transformer_q5", text))
+    return failures_in_process("transformer", text, "5")
+
+
+@pytest.mark.parametrize("bug", sorted(Q5_BUGS))
+def test_transformer_q5_bug_fails_exactly_its_property(bug, monkeypatch):
+    replacements, expected = Q5_BUGS[bug]
+    failed = q5_failures(edited_solution("transformer", replacements), monkeypatch)
+    assert set(failed) == set(expected), failed
+    for name, prop in expected.items():
+        assert failed[name].startswith(f"property `{prop}`"), failed[name]
+
+
+def test_transformer_staff_solution_passes_q5(monkeypatch):
+    assert q5_failures(edited_solution("transformer", []), monkeypatch) == {}
 
 
 # properties.py on its own: each property's failure names the property, the function and the input ---------

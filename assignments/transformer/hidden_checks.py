@@ -660,8 +660,10 @@ def adamw_vs_torch(t):
                 for name, got, exp in zip(("param", "m", "v"), out, expected):
                     close(got, exp, f"{what}: {name}", F64)
                 p, m, v = out
+    # a deterministic update: torch's global generator left alone too (a torch.manual_seed(0) left in, noise of scale 0)
     properties.run_device(t, "adamw_step", t.student.adamw_step, "param, grad, m, v, step=2, ...", (
-        params[0], grads_per_step[0][0], params[0] * 0.1, params[0] ** 2, 2, 0.01, (0.9, 0.999), 1e-8, 0.1))
+        params[0], grads_per_step[0][0], params[0] * 0.1, params[0] ** 2, 2, 0.01, (0.9, 0.999), 1e-8, 0.1),
+        generator=True)
 
 
 ADAMW_KWARGS = dict(lr=0.03, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.2)
@@ -717,9 +719,11 @@ def adamw_class(t):
     close(handle.get().detach(), leaf.detach(), "AdamW([tensor (4,)]) with its default settings, one step after a "
           "gradient of about 1e-7 (vs torch.optim.AdamW's defaults: lr=1e-3, betas=(0.9, 0.999), eps=1e-8, "
           "weight_decay=0.01)", F64)
-    # its moments live where the parameters live, in their dtype (torch.zeros(p.shape) breaks on a GPU)
+    # its moments live where the parameters live, in their dtype (torch.zeros(p.shape) breaks on a GPU); building it
+    # and stepping it leave torch's global generator alone
     properties.run_device(t, "AdamW", t.student.support("optimizer_run", "AdamW"), "3 tensors, lr=0.01, stepped twice: "
-                          "its parameters and the moments it keeps", (params[:3], grads_per_step[0], 0.01))
+                          "its parameters and the moments it keeps", (params[:3], grads_per_step[0], 0.01),
+                          generator=True)
 
 
 @check(5, 1.5, "lr_at: warmup edges, the cosine, the end and after, min_lr", uses=("lr_at",),
@@ -762,7 +766,7 @@ def clip_global_norm(t):
     small = [randn(t, 6, scale=1e-3)]
     close(t.student.clip_grads(small, 1.0)[0][0], small[0], "clip_grads([a tiny gradient], 1.0) leaves it as it is",
           F64)
-    properties.run_device(t, "clip_grads", t.student.clip_grads, "3 gradients, 1.0", (grads, 1.0))
+    properties.run_device(t, "clip_grads", t.student.clip_grads, "3 gradients, 1.0", (grads, 1.0), generator=True)
 
 
 @check(5, 2, "get_batch: shapes, int64, y is x shifted, real crops, every start reachable, seeding",
@@ -794,11 +798,13 @@ def get_batch_crops(t):
     if starts != [0, 1, 2]:
         raise CheckFailed(f"get_batch(data (20,), 300, 17, seed 11): crops started at {starts}; with 20 tokens and "
                           "block_size 17 the starts 0, 1 and 2 are all possible (and nothing else)")
+    # it draws from the generator it is given (an int seed makes one), never torch's global one: before the
+    # seeding checks, so that a torch.randint without generator= is named as what it is
+    properties.run_device(t, "get_batch", t.student.get_batch, "data (400,), 4, 6, seed 0", (data, 4, 6, 0),
+                          follows_dtype=False, generator=True)
     first = call_twice(t.student.get_batch, data, 6, 5, 123, what="get_batch(data (400,), 6, 5, seed 123)")
     if first[0].tolist() == t.student.get_batch(data, 6, 5, 124)[0].tolist():
         raise CheckFailed("get_batch with seeds 123 and 124 gave the same batch: use the generator you are given.")
-    properties.run_device(t, "get_batch", t.student.get_batch, "data (400,), 4, 6, seed 0", (data, 4, 6, 0),
-                          follows_dtype=False)
     # a torch.Generator (what train_lm passes): two calls with it continue its one stream of draws
     generator = t.student.support("Generator", 7)  # made in the student's process, like train_lm's
     mine = torch.Generator().manual_seed(7)
@@ -1669,13 +1675,61 @@ def grader_seq2seq_steps(ref, config, settings, init, src, tgt, steps):
     return grader_loop(ref.Seq2Seq(**config), init, settings, steps, batch_loss)[0]
 
 
+# Pairs visited (properties.Reads, as crop_reads): N pairs whose sources are one token each (pair i: token i), a
+# target token and BOS of their own. The embedding is shared and tied to the head, whose softmax gradient would move
+# every row; so the source rows lie far along -1 (LayerNorm removes that direction: the encoder sees the rest, of
+# ordinary size) and dec_norm's bias is 2 on every unit, which puts their logits about 2,260 below the target's (20
+# steps of lr <= 0.02 move that bias by 0.4 at most): their softmax is exactly 0 in float32 and float64, and a
+# source row moves only when its pair is read. No weight decay, eps 1e-8 (a row read moves by about lr). The moved
+# rows equal the rows drawn (checked for 20 seeds with the reference: gaps 2,100-2,370 after training), about 0.6 s
+# of training. 400 draws over 400 pairs, as crop_reads: over 10,000 seeds, torch.randint's rows keep 0.68-1.04 of
+# the expected distinct pairs in their emptiest quarter (mean 0.92, sd 0.046: SPREAD_SHARE 0.5 is 9 sd below) and
+# 0.90 or more in all; rows from the first half keep 0 in the last two quarters, rows 0..19 every step 0 in the last
+# three, a generator re-made every step (the same 20 rows each step) at most 0.08 in every quarter and in all. A
+# sampler that never draws the last pair (randint(0, N - 1): 0.70-1.06, as uniform) is not seen here: the exact
+# steps' replayed draws catch it.
+S2S_PAIRS, S2S_DEPTH = 400, 400.0  # pairs; how far the source rows lie along -1 (logit about -DEPTH * sqrt(d) * 2)
+S2S_POSITIONS_CONFIG = dict(vocab_size=S2S_PAIRS + 2, d_model=8, n_heads=2, d_ff=12, n_layers=1, max_len=1)
+S2S_POSITIONS_SETTINGS = dict(S2S_EXACT_SETTINGS, steps=20, batch_size=20, weight_decay=0.0, eps=1e-8, grad_clip=1.0,
+                              bos=S2S_PAIRS + 1)
+ROWS_HINT = (" Draw every step's rows with torch.randint(0, N, (batch_size,), generator=g), g the one "
+             "torch.Generator().manual_seed(seed) made before the loop: rows uniform over all N pairs (never a fixed "
+             "part, never the same rows every step).")
+
+
+def pair_reads(t) -> properties.Reads:
+    """train_seq2seq's run over pairs whose sources are one token each, seen through the source rows of emb it moved."""
+    cfg, n = S2S_POSITIONS_CONFIG, S2S_PAIRS
+    settings = dict(S2S_POSITIONS_SETTINGS, seed=int(t.rng.integers(0, 2 ** 31)))
+    init = fill(t.rng, s2s_shapes(cfg))
+    d = cfg["d_model"]
+    rows = init["emb.weight"][:n]
+    init["emb.weight"][:n] = rows - rows.mean(dim=1, keepdim=True) - S2S_DEPTH / math.sqrt(d)  # (n, d)
+    init["dec_norm.weight"], init["dec_norm.bias"] = torch.ones(d), torch.full((d,), 2.0)
+    src, tgt = torch.arange(n)[:, None], torch.full((n, 1), n)  # (n, 1) each: pair i is token i -> token n
+    label = (f"src ({n}, 1): pair i's source is the one token i (position i: pair i), tgt ({n}, 1): one shared "
+             f"token, {spelled(cfg)}, steps={settings['steps']}, batch_size={settings['batch_size']}, "
+             f"weight_decay=0.0, seed={settings['seed']}, init_state=given")
+
+    def student_table(steps: int):
+        state = t.student.train_seq2seq(src, tgt, cfg, dict(settings, steps=steps), init)
+        table = state.get("emb.weight") if isinstance(state, dict) else None
+        return table[:n] if isinstance(table, torch.Tensor) and table.shape == init["emb.weight"].shape else None
+
+    return properties.Reads(label, init["emb.weight"][:n], student_table, settings["steps"], starts=n,
+                            draws=settings["steps"] * settings["batch_size"], hint=ROWS_HINT)
+
+
 @check(8, 1.5, "train_seq2seq: one and three teacher-forced steps from the model it builds (steps=0) equal the "
-               "grader's update", uses=("train_seq2seq",), needs=TRAINING + S2S + NORMS + FFN, timeout=60,
+               "grader's update; pairs visited: the rows drawn spread over all pairs", uses=("train_seq2seq",),
+       needs=TRAINING + S2S + NORMS + FFN, timeout=60,
        hint="the train_lm loop: torch.manual_seed(seed), the model, AdamW once, one "
             "torch.Generator().manual_seed(seed) before the loop; per step lr_at, rows = torch.randint(0, N, (batch_size,), generator=g), decoder input "
             "[BOS] + tgt[rows][:, :-1], mean cross-entropy against tgt[rows], clip_grads, AdamW step with that lr.")
 def seq2seq_train_steps(t):
     training_pieces_first(t, "train_seq2seq")
+    properties.run(t, properties.Graded("train_seq2seq", t.student.train_seq2seq, t.ref.train_seq2seq,
+                                        {"positions": [pair_reads(t)]}), ("positions",))
     src, tgt = s2s_exact_data(t)
     names = s2s_names(S2S_EXACT_CONFIG)
     base = f"train_seq2seq(src (7, 5), tgt (7, 6), {spelled(S2S_EXACT_CONFIG)}"
