@@ -28,6 +28,23 @@ BUGS = {
         "            z = x[:, t] @ c.weight_ih.T + c.bias_ih + h @ c.weight_hh.T + c.bias_hh\n"
         "            h = 1 - 2 / (torch.exp(2 * z) + 1)  # (B, H)\n")],
         "1", "rnn_gradients", "property `extremes` of RNNLayer(3, 5), input x (2, 4, 3) of about +1000"),
+    # the hunt's: squeeze() of (B, S, 1) scores is right unless S = 1 and B > 1 (the scores then lose their batch
+    # axis and the mask broadcasts them over the batch); greedy_translate fed CPU data, as its callers keep it
+    "AdditiveAttention squeezes its scores with squeeze()": ([(
+        "        scores = self.score(torch.tanh(self.query_proj(query)[:, None, :] + self.key_proj(keys))).squeeze(-1)",
+        "        scores = self.score(torch.tanh(self.query_proj(query)[:, None, :] + self.key_proj(keys))).squeeze()")],
+        "8", "attention_hidden", "AdditiveAttention(3, 4, 5)(query (3, 3), keys (3, 1, 4), lengths [1, 1, 1]"),
+    "greedy_translate never moves src to the model's device": ([(
+        "        src = src.to(next(model.parameters()).device)\n", "")],
+        "8", "greedy_translate_hidden", "property `device` of greedy_translate, input Seq2Seq(13, 5, 6, 4) with a random "
+        "model's weights on the device, src (8, 6) on the CPU"),
+    "greedy_translate makes its source mask before moving src": ([
+        ("        src = src.to(next(model.parameters()).device)\n",
+         "        src_mask = src != PAD\n        src = src.to(next(model.parameters()).device)\n"),
+        ("            logits, state, _ = model.decode_step(token, state, enc, src != PAD)",
+         "            logits, state, _ = model.decode_step(token, state, enc, src_mask)")],
+        "8", "greedy_translate_hidden", "property `device` of greedy_translate, input Seq2Seq(13, 5, 6, 4) with a random "
+        "model's weights on the device, src (8, 6) on the CPU"),
     # the device bugs of tests/test_simulated_device.py, now failing the matrix's `device` property
     "lm_loss builds its pad mask with torch.ones(N)": ([(
         "    keep = (targets.reshape(-1) != pad_id).to(losses.dtype)",
@@ -72,6 +89,31 @@ GENERATOR_BUGS = {
         "    torch.manual_seed(0)\n    with torch.enable_grad():\n        if state is None:\n")],
         "5", {"hidden_grad_norms_hidden": GENERATOR + "hidden_grad_norms(RNNCell(4, 5), x (3, 4, 4))",
               "public_hidden_grad_norms": GENERATOR + "hidden_grad_norms(RNNCell(3, 4), x (2, 6, 3))"}),
+    # decoders: a seed at the top of beam_search (its first edge call, max_len=0, returned before it: the
+    # generator property now runs on an ordinary call); sample drawing from numpy's or Python's global generator,
+    # reseeded per call (reproducible and rightly distributed: only the global generators show it)
+    "beam_search seeds torch for reproducible beams": ([(
+        "    device = model_device(model)\n    with torch.no_grad():\n        logits, state = model(torch.tensor([prefix], "
+        "device=device), None)\n        beam = ",
+        "    torch.manual_seed(0)  # reproducible\n    device = model_device(model)\n    with torch.no_grad():\n"
+        "        logits, state = model(torch.tensor([prefix], device=device), None)\n        beam = ")],
+        "6", {"beam_narrow": GENERATOR + "beam_search(TableModel (V = 5), prefix [1, 2], beam_size=2"}),
+    "sample reseeds numpy's global generator and draws with np.random.choice": ([
+        ("    generator = torch.Generator().manual_seed(seed)\n", "    np.random.seed(seed)\n"),
+        ("            token = int(torch.multinomial(probs, 1, generator=generator))",
+         "            token = int(np.random.choice(probs.numel(), p=(probs / probs.sum()).double().numpy()))"),
+        ("def sample(model, prefix, max_len, eos_id, temperature=1.0, seed=0):",
+         "import numpy as np\n\n\ndef sample(model, prefix, max_len, eos_id, temperature=1.0, seed=0):")],
+        "6", {"sample_hidden": GENERATOR + "sample(TableModel (V = 5), prefix [1, 2], max_len=6",
+              "public_sample": "sample(TableModel, [0, 1]"}),
+    "sample reseeds Python's random and draws with random.choices": ([
+        ("    generator = torch.Generator().manual_seed(seed)\n", "    random.seed(seed)\n"),
+        ("            token = int(torch.multinomial(probs, 1, generator=generator))",
+         "            token = random.choices(range(probs.numel()), weights=probs.tolist())[0]"),
+        ("def sample(model, prefix, max_len, eos_id, temperature=1.0, seed=0):",
+         "import random\n\n\ndef sample(model, prefix, max_len, eos_id, temperature=1.0, seed=0):")],
+        "6", {"sample_hidden": GENERATOR + "sample(TableModel (V = 5), prefix [1, 2], max_len=6",
+              "public_sample": "sample(TableModel, [0, 1]"}),
     "train_lm seeds torch for reproducibility": ([(
         "    data = batchify(stream, batch_size).to(device)  # (B, L)\n",
         "    torch.manual_seed(0)\n    data = batchify(stream, batch_size).to(device)  # (B, L)\n")],

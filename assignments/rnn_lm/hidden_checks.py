@@ -197,6 +197,11 @@ def layer_gradients(t, kind: str) -> None:
     extremes = [S(f"x ({B}, {T}, {d}) of about {scale:+g} (saturated gates), a state, {name_of(dtype)}",
                   (x.to(dtype) * scale, tuple(s.to(dtype) for s in state) if kind == "lstm" else state.to(dtype)),
                   wrt=(0,), output_index=0, call=call) for dtype, scale, call in ((F64, 1000.0, layer), (F32, -100.0, loud32))]
+    try:  # blame the right function: through a cell that fails at saturation, so does the layer (the cell's check)
+        properties.run(t, cell_matrix(t, kind), ("extremes",))
+    except CheckFailed:
+        extremes = []
+        t.note(f"{LAYER[kind]} at saturation was not tried: your {CELL[kind]} fails there (its own check).")
     properties.run(t, properties.Graded(f"{LAYER[kind]}({d}, {H})", layer, ref, {
         "inputs": [S(f"x ({B}, {T}, {d}), a state, float64", (x, state))], "extremes": extremes}))
     assert_param_grads(layer, ref, [x, state], what, rng=t.rng, output_index=0)
@@ -470,19 +475,16 @@ def get_chunk_hidden(t):
              "the argument left alone",
        uses=("detach_state",))
 def detach_state_hidden(t):
-    h, c = randn(t, 2, 5), randn(t, 2, 5)
-    got = call_pure(t.student.detach_state, h, what="detach_state(h (2, 5))")
-    assert_close(output(got, None, "detach_state(h)"), h, "detach_state(h (2, 5))", rtol=0, atol=0)
-    pair = call_pure(t.student.detach_state, (h, c), what="detach_state((h, c))")
-    if not isinstance(pair, tuple) or len(pair) != 2:
-        raise CheckFailed(f"detach_state((h, c)) should return a tuple (h, c) as the LSTM's state is, got "
+    h, c, S = randn(t, 2, 5), randn(t, 2, 5), properties.Sample  # the same values exactly, None for None
+    calls = [("h (2, 5)", (h,)), ("(h, c), each (2, 5)", ((h, c),))]
+    pair = t.student.detach_state((h, c))
+    if not isinstance(pair, tuple):
+        raise CheckFailed(f"detach_state((h, c)) should return a tuple (h, c), as the LSTM's state is, got "
                           f"{type(pair).__name__}")
-    for g, e, name in zip(pair, (h, c), "hc"):
-        assert_close(output(g, None, "detach_state((h, c))"), e, f"detach_state((h, c)) {name}", rtol=0, atol=0)
-    if t.student.detach_state(None) is not None:
-        raise CheckFailed("detach_state(None) should return None (the state before the first chunk).")
-    properties.run_device(t, "detach_state", t.student.detach_state, "h (2, 5)", (h,), generator=True)
-    properties.run_device(t, "detach_state", t.student.detach_state, "(h, c), each (2, 5)", ((h, c),))
+    edges = [S("None", (None,), hint=" The state before the first chunk is None, and stays None.")]
+    properties.run(t, properties.Graded("detach_state", t.student.detach_state, t.ref.detach_state, {
+        "inputs": [S(label, args, tol=(0, 0)) for label, args in calls], "edges": edges,
+        "device": [D(label, args) for label, args in calls]}, generator=S(*calls[0])))
     try:  # fail-only: with the history cut, backward through the call has nothing to reach
         got = t.student.detach_state.vjp([h], [0], torch.ones(2, 5, dtype=F64))
     except StudentError:
@@ -777,17 +779,6 @@ def seq_logprob(table, prefix: list, tokens: list) -> float:
     return total
 
 
-def grader_greedy(table, prefix, max_len, eos) -> list:
-    seq, out = list(prefix), []
-    for _ in range(max_len):
-        token = int(np.argmax(next_logprobs(table, seq)))
-        out.append(token)
-        seq.append(token)
-        if token == eos:
-            break
-    return out
-
-
 def all_hypotheses(V: int, max_len: int, eos: int) -> list:
     """Every finished sequence: ending in eos within max_len tokens, or max_len tokens without eos."""
     out, frontier = [], [[]]
@@ -844,8 +835,12 @@ def decoder_matrix(t, fn: str) -> properties.Graded:
         edges = [S("TableModel (V = 5), prefix [1, 2], max_len=0, eos_id=4", (quiet, [1, 2], 0, 4)),
                  S("TableModel (V = 5), prefix [3] (one token), max_len=1, eos_id=0", (quiet, [3], 1, 0))]
         extremes = [S("TableModel (logits of thousands), prefix [1, 2], max_len=5, eos_id=4", (loud, [1, 2], 5, 4))]
-    generator = S("TableModel (V = 5), prefix [1, 2], max_len=6, eos_id=4, temperature=1.0, seed=5", (quiet, [1, 2], 6, 4),
-                  {"temperature": 1.0, "seed": 5}) if fn == "sample" else None
+    # an ordinary call for the generator property (an edge call may return before the code that draws)
+    generator = {"sample": S("TableModel (V = 5), prefix [1, 2], max_len=6, eos_id=4, temperature=1.0, seed=5",
+                             (quiet, [1, 2], 6, 4), {"temperature": 1.0, "seed": 5}),
+                 "beam_search": S("TableModel (V = 5), prefix [1, 2], beam_size=2, max_len=4, eos_id=4",
+                                  (quiet, [1, 2], 2, 4, 4)),
+                 "greedy_decode": S("TableModel (V = 5), prefix [1, 2], max_len=4, eos_id=4", (quiet, [1, 2], 4, 4))}[fn]
     toy = student_module(t, t.student.ToyRecurrentLM, (5, 3), toy_weights(t, 5, 3), F64)
     args, shown = (([1], 2, 3, 0), "prefix [1], beam_size=2, max_len=3, eos_id=0") if fn == "beam_search" else \
         (([1, 2], 3, 4), "prefix [1, 2], max_len=3, eos_id=4")
@@ -871,7 +866,7 @@ def greedy_hidden(t):
             what = f"greedy_decode(TableModel(table {trial}), prefix={prefix}, max_len={max_len}, eos_id={eos})"
             got = token_list(call_pure(t.student.greedy_decode, t.student.TableModel(torch.from_numpy(table)), prefix,
                                        max_len, eos, what=what), what)
-            assert_equal(got, grader_greedy(table, prefix, max_len, eos), what)
+            assert_equal(got, t.ref.greedy_decode(t.ref.TableModel(torch.from_numpy(table)), prefix, max_len, eos), what)
     properties.run(t, decoder_matrix(t, "greedy_decode"))
 
 
@@ -963,7 +958,7 @@ def beam_width_one(t):
             what = f"beam_search(TableModel(table {trial}), {prefix}, beam_size=1, max_len=5, eos_id={eos}, alpha={alpha})"
             beams = beam_list(call_pure(t.student.beam_search, t.student.TableModel(torch.from_numpy(table)), prefix, 1,
                                         5, eos, alpha=alpha, what=what), what, 1)
-            greedy = grader_greedy(table, prefix, 5, eos)
+            greedy = t.ref.greedy_decode(t.ref.TableModel(torch.from_numpy(table)), prefix, 5, eos)
             assert_equal(beams[0][0], greedy, what + ": the hypothesis (greedy decoding's)")
             assert_beams_consistent(beams, table, prefix, 5, eos, alpha, what)
 
@@ -1208,7 +1203,8 @@ def additive_attention_matrix(t, w: dict, Hq: int, Hk: int, A: int) -> propertie
     return properties.Graded(f"AdditiveAttention({Hq}, {Hk}, {A})", None, None, {"extremes": samples, "device": device})
 
 
-@check(8, 2, "AdditiveAttention against the formula: masks, batch of one, one source position, float32 and float64",
+@check(8, 2, "AdditiveAttention against the formula: masks, batch of one, one source position (in batches of one and "
+             "more), float32 and float64",
        uses=("AdditiveAttention",),
        hint="scores (B, S) = score(tanh(query_proj(query)[:, None, :] + key_proj(keys))); mask before a softmax over "
             "the source positions (dim=-1); context = weights-weighted sum of the keys.")
@@ -1217,7 +1213,7 @@ def attention_hidden(t):
     w = attention_weights(t, Hq, Hk, A)
     for dtype in DTYPES:
         module = student_module(t, t.student.AdditiveAttention, (Hq, Hk, A), w, dtype)
-        for B, S, lengths in ((3, 6, [6, 2, 4]), (3, 6, None), (1, 1, [1]), (2, 7, [1, 7])):
+        for B, S, lengths in ((3, 6, [6, 2, 4]), (3, 6, None), (1, 1, [1]), (2, 7, [1, 7]), (3, 1, [1, 1, 1]), (2, 1, None)):
             query, keys = randn(t, B, Hq, dtype=dtype), randn(t, B, S, Hk, dtype=dtype)
             mask = None if lengths is None else length_mask(lengths, S)
             what = (f"AdditiveAttention({Hq}, {Hk}, {A})(query ({B}, {Hq}), keys ({B}, {S}, {Hk}), "
@@ -1382,7 +1378,9 @@ def greedy_translate_hidden(t):
         samples["shapes"] += [S(f"{name}, src (8, 6) padded, max_len={n}", (both, src, n)) for n in lengths]
     samples["edges"] = [S(f"{name}, src (8, 6) padded, max_len=0", (both, src, 0)),
                         S(f"{name}, src (1, 6) (a batch of one), max_len=3", (both, src[:1], 3))]
-    samples["device"] = [D(f"{name}, src (8, 6) padded, max_len=3", (both.student, src, 3), **IN_FLOAT64)]
+    samples["device"] = [D(f"{name}, src (8, 6) padded, max_len=3", (both.student, src, 3), **IN_FLOAT64),
+                         D(f"{name} on the device, src (8, 6) on the CPU (as callers keep it), max_len=3",
+                           (both.student, src, 3), move_data=False, **IN_FLOAT64)]
     properties.run(t, properties.Graded("greedy_translate", t.student.greedy_translate, t.ref.greedy_translate, samples))
 
 

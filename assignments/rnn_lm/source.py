@@ -755,9 +755,11 @@ for temperature in (0.5, 1.0):
 # pairs `src` `(N, S)` and `tgt` `(N, T)` (each target row: the reversed digits, then `</s>`, then
 # padding): decoder inputs `[<s>] + tgt[:, :-1]`, the mean cross-entropy over non-padding targets,
 # `torch.optim.Adam(model.parameters(), lr=lr)`, step `k` on rows `k*batch_size % N` up to that plus
-# `batch_size` (N is a multiple of batch_size; no shuffling: the grader's data is already random),
-# clipping with your `clip_grad_norm` at `clip`; it returns the losses as Python floats, and moves
-# the data to the model's device. `greedy_translate` decodes a batch greedily (`max_len=0`: empty rows).
+# `batch_size` (the last batch of a pass is shorter when N is not a multiple of batch_size; no
+# shuffling: the grader's data is already random), clipping with your `clip_grad_norm` at `clip`; it
+# returns the losses as Python floats, and moves the data to the model's device. `greedy_translate`
+# decodes a batch greedily (`max_len=0`: empty rows), `src` moved to the model's device first
+# (callers keep data on the CPU).
 # As in Q7, `train_seq2seq` trains the model it is given, in place, from the weights the grader
 # loaded into it (drawn for your submission alone): weights from anywhere else earn nothing.
 

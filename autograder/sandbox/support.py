@@ -151,16 +151,27 @@ def generator(seed: int):
 
 
 def seed_global_generator(seed: int) -> None:
-    """torch.manual_seed(seed) in the student's process, before a call that must not draw from it."""
+    """Seed the student's process's global generators (torch's, numpy's legacy one, Python's `random`)
+    before a call that must not draw from any of them."""
+    import random
+
+    import numpy as np
     import torch
     torch.manual_seed(int(seed))
+    np.random.seed(int(seed) % 2 ** 32)
+    random.seed(int(seed))
 
 
 def global_draws(n: int):
-    """n uniform draws from torch's global generator in the student's process, after that call: the
-    grader compares them with its own draws from the same seed (torch_checks.assert_global_generator_untouched)."""
+    """n uniform draws from each global generator in the student's process (torch's, numpy's, Python's:
+    (3, n) float64), after that call: the grader compares them with its own draws from the same seed
+    (torch_checks.assert_global_generator_untouched)."""
+    import random
+
+    import numpy as np
     import torch
-    return torch.rand(int(n), dtype=torch.float64)
+    return torch.stack([torch.rand(int(n), dtype=torch.float64), torch.from_numpy(np.random.random_sample(int(n))),
+                        torch.tensor([random.random() for _ in range(int(n))], dtype=torch.float64)])
 
 
 def optimizer_run(class_name: str):
