@@ -265,6 +265,31 @@ NGRAM = {
          ("        context = context + (word,)\n", "        context.append(word)\n"),
          ("def generate(lm, max_len: int = 20,", "from collections import deque\n\n\n"
           "def generate(lm, max_len: int = 20,")], {"5"}),
+    # the blind-spot hunt's B5-B9: each was refused by the policy and cost its class's checks
+    "an abstract base class with an abstractmethod (from abc import ABC)": (
+        [("class InterpolatedLM:\n",
+          "from abc import ABC, abstractmethod\n\n\nclass LanguageModel(ABC):\n"
+          '    """What every model here offers."""\n\n    @abstractmethod\n    def prob(self, word: str, context) -> float:\n'
+          "        ...\n\n\nclass InterpolatedLM(LanguageModel):\n")], {"3"}),
+    "mixture weights normalized in a frozen dataclass's __post_init__ with object.__setattr__": (
+        [("        self.lambdas = lambdas\n", "        self.lambdas = Mixture(lambdas).weights\n"),
+         ("class InterpolatedLM", "import dataclasses\n\n\n@dataclasses.dataclass(frozen=True)\nclass Mixture:\n"
+          '    """Mixture weights, kept as a tuple of floats (immutable)."""\n    weights: tuple\n\n'
+          "    def __post_init__(self):\n        object.__setattr__(self, \"weights\", tuple(float(w) for w in self.weights))\n"
+          "\n\nclass InterpolatedLM")], {"3"}),
+    "a __repr__ showing self.__dict__ without the counts": (
+        [('    def fit(self, sentences: list[list[str]]) -> "NGramLM":\n',
+          "    def __repr__(self) -> str:\n"
+          "        shown = {key: value for key, value in self.__dict__.items() if \"counts\" not in key}\n"
+          '        return f"NGramLM({shown})"\n\n'
+          '    def fit(self, sentences: list[list[str]]) -> "NGramLM":\n')], {"3"}),
+    "a __repr__ by vars(self); attributes set by setattr over a dict of keywords": (
+        [('    def fit(self, sentences: list[list[str]]) -> "KneserNeyLM":\n',
+          '    def __repr__(self) -> str:\n        return f"KneserNeyLM({vars(self)})"\n\n'
+          '    def fit(self, sentences: list[list[str]]) -> "KneserNeyLM":\n'),
+         ("        self.vocab = vocab\n        self.discount = discount\n",
+          "        for name, value in dict(vocab=vocab, discount=discount).items():\n"
+          "            setattr(self, name, value)\n")], {"7"}),
 }
 
 BACKPROP = {

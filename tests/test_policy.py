@@ -180,6 +180,34 @@ ATTACKS = {
     "a generator's frame": ("def mha(x):\n    g = (i for i in [1])\n    return g.gi_frame.f_back.f_globals",
                             "frames"),
     "type() with three arguments": ("def mha(x):\n    return type('A', (), {})", "`class` statement"),
+    # reflection on the student's own objects is allowed only where the grader can read it (below): not these
+    "vars(self) returned (its caller may write any name into it)": (
+        "class mha:\n    def f(self):\n        return vars(self)", "`vars`"),
+    "self.__dict__ written with a computed name": (
+        "class mha:\n    def f(self, name, value):\n        self.__dict__[name] = value", "`self.__dict__`"),
+    "self.__dict__.update with computed names": (
+        "class mha:\n    def f(self, **values):\n        self.__dict__.update(values)", "`self.__dict__`"),
+    "vars() of another object in an f-string": ("def mha(x):\n    return f'{vars(x)}'", "`vars`"),
+    "object.__setattr__ on a library from a dataclass's __post_init__": (
+        "import torch\nfrom dataclasses import dataclass\n@dataclass\nclass mha:\n    def __post_init__(self):\n"
+        "        object.__setattr__(torch, 'softmax', len)", "`object.__setattr__`"),
+    "object.__setattr__ on self with a computed name": (
+        "from dataclasses import dataclass\n@dataclass\nclass mha:\n    name: str = 'w'\n    def __post_init__(self):\n"
+        "        object.__setattr__(self, self.name, 0)", "`object.__setattr__`"),
+    "object.__setattr__ on self, __class__": (
+        "from dataclasses import dataclass\n@dataclass(frozen=True)\nclass mha:\n    def __post_init__(self):\n"
+        "        object.__setattr__(self, '__class__', int)", "`object.__setattr__`"),
+    "setattr over a dict's items with ** unpacking": (
+        "class mha:\n    def __init__(self, extra):\n        for name, value in {'w': 1, **extra}.items():\n"
+        "            setattr(self, name, value)", "`setattr`"),
+    "setattr over dict(**kwargs).items()": (
+        "class mha:\n    def __init__(self, **kwargs):\n        for name, value in dict(**kwargs).items():\n"
+        "            setattr(self, name, value)", "`setattr`"),
+    "an abstract base class's registry": (
+        "import abc\ndef mha(x):\n    abc.ABC.register(type(x))\n    return x", "changes a library"),
+    "abc.update_abstractmethods called on a library class": (
+        "import abc\nfrom torch import nn\ndef mha(x):\n    abc.update_abstractmethods(nn.Linear)\n    return x",
+        "only as `@decorator` on your own class"),
     "a class's __getattr__": ("class mha:\n    def __getattr__(self, name):\n        return name", "`__getattr__`"),
     "async": ("async def mha(x):\n    return x", "ordinary `def`"),
     "a relative import": ("from . import worker\ndef mha(x):\n    return worker", "relative"),
@@ -321,6 +349,47 @@ def test_ordinary_python_is_inside_the_subset():
         "with torch.no_grad():\n    WEIGHTS = torch.zeros(3, dtype=torch.float64)\n"
         "if __name__ == '__main__':\n    print(table(['a', 'b']))\n")
     assert found == {}
+
+
+# Ordinary Python the policy once refused (blind-spot hunt B5-B9): each is inside the subset, and does what it
+# says. name: (graded cell, an expression run after it, its value)
+OWN_OBJECTS = {
+    "an abstract base class": (
+        "from abc import ABC, abstractmethod\nclass LanguageModel(ABC):\n    @abstractmethod\n"
+        "    def prob(self, word, context):\n        ...\nclass Uniform(LanguageModel):\n"
+        "    def prob(self, word, context):\n        return 0.5\n", "Uniform().prob('a', ())", 0.5),
+    "vars(self) in a __repr__": (
+        "class NGramLM:\n    def __init__(self, n):\n        self.n = n\n    def __repr__(self):\n"
+        "        return f'NGramLM({vars(self)})'\n", "repr(NGramLM(2))", "NGramLM({'n': 2})"),
+    "self.__dict__ read in a __repr__": (
+        "class NGramLM:\n    def __init__(self, n):\n        self.n, self.counts = n, {}\n    def __repr__(self):\n"
+        "        shown = {k: v for k, v in self.__dict__.items() if k != 'counts'}\n"
+        "        return f'NGramLM({shown}, {len(vars(self))}, {sorted(self.__dict__)}, {\"n\" in self.__dict__})'\n",
+        "repr(NGramLM(2))", "NGramLM({'n': 2}, 2, ['counts', 'n'], True)"),
+    "object.__setattr__ in a frozen dataclass's __post_init__": (
+        "import dataclasses\n@dataclasses.dataclass(frozen=True)\nclass Mixture:\n    weights: tuple\n"
+        "    def __post_init__(self):\n        total = sum(self.weights)\n"
+        "        object.__setattr__(self, 'weights', tuple(w / total for w in self.weights))\n",
+        "Mixture((1.0, 3.0)).weights", (0.25, 0.75)),
+    "setattr over dict(n=n, ...).items()": (
+        "class NGramLM:\n    def __init__(self, n, vocab, k=0.0):\n"
+        "        for name, value in dict(n=n, vocab=vocab, k=k).items():\n            setattr(self, name, value)\n",
+        "vars(NGramLM(2, {'a'}))", {"n": 2, "vocab": {"a"}, "k": 0.0}),
+    "setattr over a dict literal's items": (
+        "class NGramLM:\n    def __init__(self, n, vocab):\n"
+        "        for name, value in {'n': n, 'vocab': vocab}.items():\n            setattr(self, name, value)\n",
+        "vars(NGramLM(2, {'a'}))", {"n": 2, "vocab": {"a"}}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OWN_OBJECTS))
+def test_reading_and_setting_the_students_own_attributes_is_ordinary_python(case):
+    source, expression, value = OWN_OBJECTS[case]
+    for assignment in assignments.available():
+        assert refused(source, assignment=assignment.id) == {}, assignment.id
+    names = {}
+    exec(compile(source, "cell", "exec"), names)  # noqa: S102 - the test's own text
+    assert eval(expression, names) == value  # noqa: S307 - the test's own text
 
 
 def test_every_starter_states_the_rules_with_its_imports():

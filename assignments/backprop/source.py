@@ -25,7 +25,7 @@
 #
 # **Graded code is plain Python the grader can read.** Graded cells may import only `numpy`, `math`,
 # `random`, `collections`, `itertools`, `functools`, `operator`, `enum`, `typing`, `dataclasses`,
-# `warnings`, `copy`, `bisect`, `heapq`, `time` and `tqdm`. Ordinary Python is welcome (classes,
+# `warnings`, `copy`, `bisect`, `heapq`, `time`, `tqdm` and `abc`. Ordinary Python is welcome (classes,
 # dataclasses, enums, `functools.partial`, `operator.mul`, `getattr`/`hasattr` with a literal name,
 # `setattr(self, name, ...)` in a method looping over literal names, `type(self).__name__`). Not
 # allowed: other reflection (`vars`, `globals`, `__dict__` and double-underscore names beyond

@@ -37,7 +37,7 @@
 #
 # **Graded code is plain Python the grader can read.** Graded cells may import only `numpy`, `math`,
 # `random`, `collections`, `itertools`, `functools`, `operator`, `enum`, `typing`, `dataclasses`,
-# `warnings`, `copy`, `bisect`, `heapq`, `time`, `tqdm`, `re`, `string`, `unicodedata` and
+# `warnings`, `copy`, `bisect`, `heapq`, `time`, `tqdm`, `abc`, `re`, `string`, `unicodedata` and
 # `fractions`. Ordinary Python is welcome (classes, dataclasses, enums, `functools.partial`,
 # `operator.mul`, `getattr`/`hasattr` with a literal name, `setattr(self, name, ...)` in a method
 # looping over literal names, `type(self).__name__`). Not allowed: other reflection (`vars`,

@@ -8,8 +8,12 @@ The subset is about readability, and generous: ordinary Python (`enum`, `operato
 `functools`, a dtype or a device kept in `self.`, `type(self).__name__`, `__constants__`) is inside.
 
 * no reflection: `getattr`/`hasattr` only with a literal name, `setattr`/`getattr`/`hasattr` on a
-  method's own `self` with a literal name or a loop over literal names (the same code as
-  `self.w_q = ...` written out), no other `setattr`, no `delattr`, `vars`, `globals`, `locals`,
+  method's own `self` with a literal name or a loop over literal names, a dict display's literal keys
+  included (`for name, value in dict(n=n, k=k).items()`), and `object.__setattr__(self, "name", v)` in
+  a method of the student's own dataclass (a frozen one's `__post_init__`): the same code as
+  `self.w_q = ...` written out; `vars(self)` and `self.__dict__` read where a method takes them (in an
+  f-string, copied, iterated: plain data, never stored, returned or written); no other `setattr`, no
+  `delattr`, `vars`, `globals`, `locals`,
   `dir`, `operator.attrgetter`/`methodcaller`/`setitem`/`delitem`; no double-underscore names
   beyond the data-model methods in `DUNDERS`, read-only `DESCRIBING` ones (`__name__`,
   `__class__`, ...); no frames or code objects, no metaclasses;
@@ -71,10 +75,11 @@ NOT_RUN = "<not run>"  # key of `refused`: the statements the worker does not ru
 
 # What ordinary code of any assignment imports: numerics, containers and the plain helpers students reach for
 # (a deep copy of a beam's state, bisect over a cumulative sum, a heap, a timer or a progress bar in a training
-# loop, Python's own random). Capabilities are the guard's business wherever these run; `queue` and
+# loop, Python's own random, an abstract base class: `ABC.register` is a global registry and a `metaclass=`
+# keyword a class keyword, both refused below). Capabilities are the guard's business wherever these run; `queue` and
 # `threading` stay out (threads the worker would have to count).
 BASE_IMPORTS = frozenset({"numpy", "math", "collections", "itertools", "functools", "typing", "dataclasses",
-                          "warnings", "enum", "operator", "copy", "bisect", "heapq", "random", "time", "tqdm"})
+                          "warnings", "enum", "operator", "copy", "bisect", "heapq", "random", "time", "tqdm", "abc"})
 FUTURE = "__future__"  # `from __future__ import annotations`: compiler switches, always allowed
 TORCH = "torch"  # importable where the worker runs torch (meta.toml `uses_torch`)
 
@@ -97,6 +102,11 @@ REFLECTION = frozenset({"getattr", "hasattr", "setattr", "delattr", "vars", "glo
 # literal names: `for name in ("w_q", "w_k"): setattr(self, name, nn.Linear(d, d))`): it is the
 # same code as `self.w_q = ...` written out. Built-in -> the argument counts allowed.
 SELF_REFLECTION = {"setattr": (3,), "getattr": (2, 3), "hasattr": (2,)}
+# Reading a method's own instance's attribute dict (`vars(self)`, `self.__dict__`, in a `__repr__`, say) is
+# plain data: allowed where the dict is only read where it is made (formatted, copied, iterated, its
+# `items()`/`keys()`/`values()` taken), never stored, returned or written (a write is `setattr` with any name).
+READS_OF_OWN_DICT = frozenset({"items", "keys", "values", "copy"})
+COPIES_OF_OWN_DICT = frozenset({"repr", "str", "dict", "list", "sorted", "len", "print", "tuple", "set", "format"})
 NAMESPACES = frozenset({"globals", "locals", "vars", "setattr", "delattr"})  # can bind any name
 MAKES_CODE = frozenset({"eval", "exec", "compile", "__import__"})
 MODULE_NAME = "__name__"  # the bare name (`if __name__ == "__main__":`) is only a string
@@ -127,7 +137,7 @@ RUNTIME_ROUTINES = frozenset({
 # `register_module_*`: hooks on every nn.Module call), and class decorators applied to a class that
 # is not the student's (`dataclass(nn.Linear)` rewrites `nn.Linear.__init__`).
 GLOBAL_REGISTRIES = frozenset({"register", "register_kl"})
-CLASS_REWRITERS = frozenset({"dataclasses.dataclass", "functools.total_ordering"})
+CLASS_REWRITERS = frozenset({"dataclasses.dataclass", "functools.total_ordering", "abc.update_abstractmethods"})
 # `operator` routines that are reflection or assignment in disguise (a name looked up from a string,
 # an item written into whatever object is passed): the rest of `operator` (`mul`, `add`, `itemgetter`)
 # is ordinary.
@@ -480,6 +490,7 @@ class _Checker:
         for node in nodes:
             self._note_alias(node)
         self.own_calls: set[int] = set()  # `setattr`/`getattr`/`hasattr` on `self` with names the grader can read
+        self.own_dunders: set[int] = set()  # `self.__dict__` read, `object.__setattr__(self, "name", v)` (see below)
         sites = _binding_sites(program, nodes)
         firsts = set()  # (id of scope, name) of every method's first parameter
         for node in nodes:
@@ -495,6 +506,27 @@ class _Checker:
                     and _readable_names(program, sites, node.args[1])):
                 self.own_calls.add(id(node.func))
                 self.bases.add(id(node.args[0]))
+        parents = {id(child): node for node in nodes for child in ast.iter_child_nodes(node)}
+        dataclass_methods = _dataclass_methods(program, nodes)
+        for node in nodes:
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars"
+                    and program.is_builtin(node.func) and len(node.args) == 1 and not node.keywords
+                    and _own_instance(program, sites, firsts, node.args[0]) and _only_read(program, parents, node)):
+                self.own_calls.add(id(node.func))
+            elif (isinstance(node, ast.Attribute) and node.attr == "__dict__" and isinstance(node.ctx, ast.Load)
+                    and _own_instance(program, sites, firsts, node.value) and _only_read(program, parents, node)):
+                self.own_dunders.add(id(node))
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "__setattr__" and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "object" and program.is_builtin(node.func.value)
+                    and len(node.args) == 3 and not node.keywords
+                    and not any(isinstance(a, ast.Starred) for a in node.args)
+                    and _own_instance(program, sites, firsts, node.args[0])
+                    and id(program.binding_scope(node.args[0])) in dataclass_methods
+                    and _readable_names(program, sites, node.args[1])):
+                # a frozen dataclass sets its fields in `__post_init__` so (the documented idiom): it is
+                # `self.name = value` written out, and `object.__setattr__` refuses a class (no patching)
+                self.own_dunders.add(id(node.func))
 
     def _class_of(self, node: ast.AST) -> bool:
         """`type(x)`, `x.__class__` or `x.mro()`: a class got at run time, maybe a library's."""
@@ -561,7 +593,9 @@ class _Checker:
         elif isinstance(node, ast.Name):
             yield from self._name(node)
         elif isinstance(node, ast.Attribute):
-            if _dunder(node.attr) and node.attr not in DUNDERS and not (
+            if id(node) in self.own_dunders:
+                pass
+            elif _dunder(node.attr) and node.attr not in DUNDERS and not (
                     node.attr in DESCRIBING and isinstance(node.ctx, ast.Load)):
                 yield "dunder", label(node), WHY["dunder"]
             elif node.attr in FRAME_ATTRS:
@@ -701,6 +735,10 @@ def _loop_literals(program: Program, target: ast.AST, iterable: ast.AST):
     if isinstance(target, ast.Name):
         values = strings(iterable)
         return [(target, values)] if values is not None else []
+    keys = _literal_keys(program, iterable)  # `for name, value in dict(n=n, k=k).items()`: the names are the keys
+    if keys is not None:
+        return [(target.elts[0], keys)] if isinstance(target, ast.Tuple) and len(target.elts) == 2 and isinstance(
+            target.elts[0], ast.Name) else []
     if not (isinstance(target, ast.Tuple) and isinstance(iterable, ast.Call)
             and all(k.arg == "strict" for k in iterable.keywords)):
         return []
@@ -713,6 +751,21 @@ def _loop_literals(program: Program, target: ast.AST, iterable: ast.AST):
     return []
 
 
+def _literal_keys(program: Program, iterable: ast.AST) -> tuple | None:
+    """The keys of `{"n": n, "k": k}.items()` or `dict(n=n, k=k).items()`: literal names, as a loop over them."""
+    if not (isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) and iterable.func.attr == "items"
+            and not iterable.args and not iterable.keywords):
+        return None
+    made = iterable.func.value
+    if isinstance(made, ast.Dict) and made.keys and all(
+            isinstance(k, ast.Constant) and isinstance(k.value, str) for k in made.keys):  # no `**other`
+        return tuple(k.value for k in made.keys)
+    if (isinstance(made, ast.Call) and program.is_builtin(made.func, "dict") and not made.args and made.keywords
+            and all(k.arg is not None for k in made.keywords)):
+        return tuple(k.arg for k in made.keywords)
+    return None
+
+
 def _own_instance(program: Program, sites: dict, firsts: set, node: ast.AST) -> bool:
     """Is `node` the first parameter of a method (`self`, `cls`), never rebound in it?
 
@@ -723,6 +776,39 @@ def _own_instance(program: Program, sites: dict, firsts: set, node: ast.AST) -> 
     scope = program.binding_scope(node)
     key = (id(scope), node.id)
     return scope is not None and key in firsts and sites.get(key) == [None]
+
+
+def _only_read(program: Program, parents: dict, node: ast.AST) -> bool:
+    """Is the dict `node` gives (`vars(self)`, `self.__dict__`) only read where it is made: formatted in an
+    f-string, copied or shown by a built-in (`dict(...)`, `repr(...)`), iterated, tested with `in`, or its
+    `items()`/`keys()`/`values()`/`copy()` called? Never stored, returned, passed on, subscripted or written."""
+    parent = parents.get(id(node))
+    if isinstance(parent, ast.FormattedValue) and parent.value is node:
+        return True
+    if isinstance(parent, ast.Call) and node in parent.args and not parent.keywords and isinstance(parent.func, ast.Name) \
+            and parent.func.id in COPIES_OF_OWN_DICT and program.is_builtin(parent.func):
+        return True
+    if isinstance(parent, ast.Attribute) and parent.value is node and parent.attr in READS_OF_OWN_DICT:
+        call = parents.get(id(parent))
+        return isinstance(call, ast.Call) and call.func is parent and not call.args and not call.keywords
+    if isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is node:
+        return True
+    return isinstance(parent, ast.Compare) and node in parent.comparators and all(
+        isinstance(op, (ast.In, ast.NotIn)) for op in parent.ops)
+
+
+def _dataclass_methods(program: Program, nodes: list) -> set[int]:
+    """ids of the scopes of the methods of the student's classes decorated with `dataclasses.dataclass`."""
+    scopes = set()
+    for node in nodes:
+        if isinstance(node, ast.ClassDef) and any(
+                "dataclasses.dataclass" in program.paths(d.func if isinstance(d, ast.Call) else d)
+                for d in node.decorator_list):
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and (item.args.posonlyargs or item.args.args):
+                    first = (item.args.posonlyargs or item.args.args)[0]
+                    scopes.add(id(program.scope_of[id(first)]))
+    return scopes
 
 
 def _readable_names(program: Program, sites: dict, node: ast.AST) -> bool:
