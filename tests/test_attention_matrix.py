@@ -22,8 +22,35 @@ ALIBI = "    return alibi_slopes(n_heads).to(device)[:, None, None] * (j - i)  #
 DOT = ('    weights = torch.softmax(scores, dim=-1)  # (B, S)\n'
        '    context = torch.einsum("bs,bsd->bd", weights, H_enc)  # (B, d)\n')
 BILINEAR = '    scores = torch.einsum("bsd,bd->bs", H_enc, query)  # (B, S)\n'
+EMPTY_ROWS = "        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)"
+MHA_SDPA = "        out, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, h, T_q, d_head)"
+GQA_SDPA = "        out, _ = scaled_dot_product_attention(q, k, v, mask)\n        return self.out_proj(merge_heads(out))\n"
+IMPORTS = "import torch\nfrom torch import nn\n\n\n"
+GQA_CLASS = IMPORTS + "class GroupedQueryAttention"
+MHA_HELPERS = IMPORTS + "def split_heads("
+INLINE = ("        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, h, T_q, T_k)\n"
+          "        if mask is not None:\n"
+          "            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)\n")
+SUM_OF_RATIOS = "        weights = 1 / torch.exp(scores[..., None, :] - scores[..., :, None]).sum(dim=-1)  # softmax, overflow-free\n"
+SOFTMAX = "        weights = torch.softmax(scores, dim=-1)\n"
 GQA_REPEAT = ("        k = k.repeat_interleave(group, dim=1)  # (B, h, T, d_head)\n"
               "        v = v.repeat_interleave(group, dim=1)\n")
+
+
+def inline_attention(softmax: str, gqa: bool) -> list:
+    """MultiHeadAttention's or GroupedQueryAttention's forward with the attention written out, `softmax` giving the
+    weights (the edits of the blind-spot hunt's A10 and A11)."""
+    body = INLINE + softmax + "        out = weights @ v" + ("\n        return self.out_proj(merge_heads(out))\n" if gqa else "")
+    return [(GQA_SDPA if gqa else MHA_SDPA, body),
+            (GQA_CLASS if gqa else MHA_HELPERS, "import math\n\n" + (GQA_CLASS if gqa else MHA_HELPERS))]
+
+
+def extremes(function: str) -> str:
+    return f"property `extremes` of {function}, input "
+
+
+def edges(function: str) -> str:
+    return f"property `edges` of {function}, input "
 
 
 def generator(function: str) -> str:
@@ -87,6 +114,22 @@ BUGS = {
                     "            k_all[:, i], v_all[:, i] = k[:, i // group], v[:, i // group]\n"
                     "        k, v = k_all, v_all\n")], "7",
         {"device_agnostic_modules": device("GroupedQueryAttention(12, 6, 2)")}),
+    # edges and extremes of the blind-spot hunt (A4-A6, A10, A11): each got full marks before
+    "scaled_dot_product_attention finds fully masked rows with mask.any(dim=1) (2-D masks only)": ([(
+        EMPTY_ROWS, "        weights = weights.masked_fill(~mask.any(dim=1, keepdim=True), 0.0)")], "2",
+        {"sdpa_fully_masked": edges("scaled_dot_product_attention")}),
+    "scaled_dot_product_attention zeroes rows where mask.sum(dim=1) == 0 (2-D masks only)": ([(
+        EMPTY_ROWS, "        weights = weights.masked_fill(mask.sum(dim=1, keepdim=True) == 0, 0.0)")], "2",
+        {"sdpa_fully_masked": edges("scaled_dot_product_attention")}),
+    "scaled_dot_product_attention multiplies the weights by mask.any(1, keepdim=True) (2-D masks only)": ([(
+        EMPTY_ROWS, "        weights = weights * mask.any(dim=1, keepdim=True)")], "2",
+        {"sdpa_fully_masked": edges("scaled_dot_product_attention")}),
+    "MultiHeadAttention computes attention inline, softmax as 1 / sum_j exp(s_j - s_i)": (
+        inline_attention(SUM_OF_RATIOS, gqa=False), "4",
+        {"mha_gradients": extremes("MultiHeadAttention(12, 3)")}),
+    "GroupedQueryAttention computes attention inline, softmax as 1 / sum_j exp(s_j - s_i)": (
+        inline_attention(SUM_OF_RATIOS, gqa=True), "5",
+        {"gqa_gradients": extremes("GroupedQueryAttention(12, 6, 2)")}),
 }
 
 # name: (replacements, questions): code right on any device or that leaves the global generator alone
@@ -118,6 +161,12 @@ CORRECT = {
                "    noise = torch.randn(table.shape, generator=jitter, device=table.device, dtype=table.dtype)\n"
                "    table = table + 0.0 * noise\n"
                + TABLE)], ("6", "7")),
+    "scaled_dot_product_attention finds fully masked rows with mask.sum(-1, keepdim=True) > 0": ([(
+        EMPTY_ROWS, "        weights = weights.masked_fill(~(mask.sum(-1, keepdim=True) > 0), 0.0)")], ("2", "4", "7")),
+    "scaled_dot_product_attention multiplies the weights by mask.any(-1, keepdim=True)": ([(
+        EMPTY_ROWS, "        weights = weights * mask.any(-1, keepdim=True)")], ("2",)),
+    "MultiHeadAttention computes attention inline with torch.softmax": (inline_attention(SOFTMAX, gqa=False), ("4", "7")),
+    "GroupedQueryAttention computes attention inline with torch.softmax": (inline_attention(SOFTMAX, gqa=True), ("5", "7")),
 }
 
 

@@ -151,7 +151,7 @@ BUGS |= {
         {"2"}, {"public_sdpa", "sdpa_gradients"}),
     "scaled_dot_product_attention only for 4-D inputs": (
         [(SCORES, "    scores = q @ k.transpose(2, 3) / math.sqrt(q.size(-1))\n")], {"2"},
-        {"public_sdpa", "sdpa_vs_builtin", "sdpa_gradients"}),
+        {"public_sdpa", "sdpa_vs_builtin", "sdpa_gradients", "sdpa_fully_masked"}),  # edges: 3-D masks
     "sinusoidal_positions ignores dtype": (
         [("    return table.to(dtype)", "    return table.float()")], {"7"}, Q7_ARGUMENTS),
     "causal_mask returns a float mask": (
@@ -244,7 +244,7 @@ NEW_BUGS = {
         {"public_sdpa", "sdpa_vs_builtin", "sdpa_fully_masked", "sdpa_stability", "sdpa_weight_rows"}),
     "a 3-D mask taken as (B, T_q, T_k) and given a head dimension": (
         [(FILL, "        if mask.dim() == 3:  # (B, T_q, T_k): add the head dimension\n"
-                "            mask = mask.unsqueeze(1)\n" + FILL)], {"2"}, {"sdpa_vs_builtin"}),
+                "            mask = mask.unsqueeze(1)\n" + FILL)], {"2"}, {"sdpa_vs_builtin", "sdpa_fully_masked"}),
     "masked scores filled with -1e4": (
         [(FILL, "        scores = scores.masked_fill(~mask, -1e4)\n")], {"2"}, {"sdpa_weight_rows"}),
     "additive -10000 mask": (
@@ -270,7 +270,7 @@ NEW_BUGS = {
           "    return x.view(B, T, d_model // n_heads, n_heads).permute(0, 3, 1, 2)")], {"4"}, SPLIT_MERGE),
     "MultiHeadAttention inverts the mask ('True = masked')": (
         [(MHA_SDPA, MHA_SDPA.replace("v, mask)", "v, None if mask is None else ~mask)"))], {"4"},
-        {"public_mha", "mha_vs_builtin", "cross_attention", "mha_causal"}),
+        {"public_mha", "mha_vs_builtin", "cross_attention", "mha_causal", "mha_gradients"}),  # extremes: a causal mask
     "MultiHeadAttention always causal": (
         [(MHA_SDPA, "        causal = causal_mask(q.size(2), k.size(2), device=x.device)\n"
                     "        mask = causal if mask is None else mask & causal\n" + MHA_SDPA)], {"4"},
@@ -295,7 +295,8 @@ NEW_BUGS = {
           "        v = split_heads(self.v_proj(x).repeat_interleave(group, dim=-1), self.n_heads)\n")], {"5"},
         GQA_NUMERICS),
     "GQA drops the mask": (
-        [(GQA_ATTEND, GQA_ATTEND.replace("v, mask)", "v)"))], {"5"}, {"public_gqa", "gqa_vs_builtin", "gqa_options"}),
+        [(GQA_ATTEND, GQA_ATTEND.replace("v, mask)", "v)"))], {"5"},
+        {"public_gqa", "gqa_vs_builtin", "gqa_options", "gqa_gradients"}),  # gqa_gradients: extremes with a causal mask
     "GQA repeats values with repeat, keys with repeat_interleave": (
         [(GQA_REPEAT, GQA_REPEAT.replace("v = v.repeat_interleave(group, dim=1)", "v = v.repeat(1, group, 1, 1)"))],
         {"5"}, GQA_NUMERICS),

@@ -278,6 +278,34 @@ def sdpa_fully_masked(t):
         rest = [0, 2, 3]
         expected = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask)
         assert_module_close(out[:, :, rest], expected[:, :, rest], what + " outputs of the other queries", dtype)
+    properties.run(t, properties.Graded("scaled_dot_product_attention", t.student.scaled_dot_product_attention,
+                                        true_attention, {"edges": sdpa_empty_rows(t)}), ("edges",))
+
+
+def sdpa_empty_rows(t) -> list:
+    """Fully masked rows in masks of rank 3 and 4, for the matrix's `edges`: the row test must reduce over the keys
+    (dim=-1). `mask.any(dim=1)` or `mask.sum(dim=1) == 0` is right for a (T_q, T_k) mask only, where dim 1 is
+    the keys; on a (B, T_q, T_k) mask it reduces over the queries, on a (B, h, T_q, T_k) mask over the heads, and
+    the fully masked row keeps its uniform 1/T_k weights."""
+    samples = []
+    for dtype in (F64, F32):
+        q, k, v = sdpa_inputs(t, dtype, lead=(B,))
+        mask = random_mask(t, B, TQ, TK)
+        mask[1, 2] = False  # example 1, query 2: nothing to attend to
+        samples.append(properties.Sample(f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, a (B, T_q, T_k) "
+                                         f"mask with query 2 of example 1 fully masked, {name_of(dtype)}",
+                                         (q, k, v, mask), hint=EMPTY_ROW_HINT))
+        q, k, v = sdpa_inputs(t, dtype)
+        mask = random_mask(t, B, H, TQ, TK)
+        mask[1, 2, 1] = False  # example 1, head 2, query 1
+        samples.append(properties.Sample(f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, a (B, h, T_q, "
+                                         f"T_k) mask with query 1 of head 2 of example 1 fully masked, {name_of(dtype)}",
+                                         (q, k, v, mask), hint=EMPTY_ROW_HINT))
+    return samples
+
+
+EMPTY_ROW_HINT = (" A query whose row of the mask has no True gets zero weights and a zero output, whatever the mask's "
+                  "rank: find such rows along the key dimension (mask.any(dim=-1, keepdim=True)), not a fixed dim=1.")
 
 
 @check(2, 1, "no NaN or inf when the scores are 1000 times larger (float32 and float64)", uses=SDPA)
@@ -466,10 +494,33 @@ def mha_gradients(t):
     module = student_module(t, t.student.MultiHeadAttention, (D, HEADS), state, F64)
     x, context = randn(t, 2, 3, D), randn(t, 2, 4, D)
     ref = reference_module(t.ref.MultiHeadAttention(D, HEADS), state, F64)
-    properties.run_pure(t, f"MultiHeadAttention({D}, {HEADS})", module, ref, f"x (2, 3, {D}), context (2, 4, {D}), float64",
-                        (x, context, None))
+    S, name = properties.Sample, f"MultiHeadAttention({D}, {HEADS})"
+    properties.run(t, properties.Graded(name, module, ref, {
+        "inputs": [S(f"x (2, 3, {D}), context (2, 4, {D}), float64", (x, context, None))],
+        "extremes": module_extremes(t, t.student.MultiHeadAttention, t.ref.MultiHeadAttention, (D, HEADS), state,
+                                    lambda x, mask: (x, None, mask))}))
     gradcheck(module, [x, context, None], [0, 1], f"MultiHeadAttention({D}, {HEADS}) cross-attention", reference=ref)
     assert_param_grads(module, ref, [x, context, None], f"MultiHeadAttention({D}, {HEADS})", rng=t.rng)
+
+
+def module_extremes(t, student_class, reference_class, args: tuple, state: dict, call_args) -> list:
+    """An attention module's samples for the matrix's `extremes`, forward and gradients w.r.t. x and every
+    parameter (float64): a causal mask (masked scores at the fill, far below the rest) at ordinary scale, and
+    W_q * 300 (scores of hundreds) with and without it. A softmax written inline as 1 / sum_j exp(s_j - s_i) is
+    right forward and NaN backward at both; the module's gradcheck runs with mask=None at ordinary scale only.
+    `call_args(x, mask)`: the forward's arguments."""
+    T = 5
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    x = randn(t, 2, T, D)
+    loud_state = dict(state, **{"q_proj.weight": state["q_proj.weight"] * 300})
+    loud = student_module(t, student_class, args, loud_state, F64)
+    loud_ref = reference_module(reference_class(*args), loud_state, F64)
+    S = properties.Sample
+    return [S(f"x (2, {T}, {D}), a causal mask, float64", call_args(x, causal), wrt=(0,)),
+            S(f"x (2, {T}, {D}), W_q * 300 (scores of hundreds), no mask, float64", call_args(x, None), wrt=(0,),
+              call=loud, reference=loud_ref),
+            S(f"x (2, {T}, {D}), W_q * 300 (scores of hundreds), a causal mask, float64", call_args(x, causal),
+              wrt=(0,), call=loud, reference=loud_ref)]
 
 
 # ---- Q5 ---------------------------------------------------------------------------------------
@@ -543,7 +594,11 @@ def gqa_gradients(t):
     module = student_module(t, t.student.GroupedQueryAttention, (D, G_HEADS, 2), state, F64)
     x = randn(t, 2, 4, D)
     ref = reference_module(t.ref.GroupedQueryAttention(D, G_HEADS, 2), state, F64)
-    properties.run_pure(t, f"GroupedQueryAttention({D}, {G_HEADS}, 2)", module, ref, f"x (2, 4, {D}), float64", (x, None))
+    S, name = properties.Sample, f"GroupedQueryAttention({D}, {G_HEADS}, 2)"
+    properties.run(t, properties.Graded(name, module, ref, {
+        "inputs": [S(f"x (2, 4, {D}), float64", (x, None))],
+        "extremes": module_extremes(t, t.student.GroupedQueryAttention, t.ref.GroupedQueryAttention,
+                                    (D, G_HEADS, 2), state, lambda x, mask: (x, mask))}))
     gradcheck(module, [x, None], [0], f"GroupedQueryAttention({D}, {G_HEADS}, 2)", reference=ref)
     assert_param_grads(module, ref, [x, None], f"GroupedQueryAttention({D}, {G_HEADS}, 2)", rng=t.rng)
 
