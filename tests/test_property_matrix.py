@@ -232,6 +232,11 @@ BUGS |= {
     "transformer learned positions made without device=": ("transformer", [(
         "self.pos_emb(torch.arange(past, past + idx.shape[1], device=idx.device))",
         "self.pos_emb(torch.arange(past, past + idx.shape[1]))")], "4", {"lm_edges": "device"}),
+    "transformer RoPE positions of a cached step made without device= (the cache branch only)": ("transformer", [(
+        "            positions = torch.arange(past, past + T, device=x.device)\n",
+        "            if cache:  # new tokens sit at T_past ..\n                positions = torch.arange(T) + past\n"
+        "            else:\n                positions = torch.arange(T, device=x.device)\n")], "7",
+        {"cache_growth": "device"}),
     "transformer train_lm never moves the model it builds": ("transformer", [(
         "    model = TransformerLM(**config).to(train_ids.device)", "    model = TransformerLM(**config)")],
         "6", {"train_seeded": "device"}),
@@ -239,6 +244,35 @@ BUGS |= {
         "    bos = torch.full((s[\"batch_size\"], 1), s[\"bos\"], dtype=torch.long, device=src.device)",
         "    bos = torch.full((s[\"batch_size\"], 1), s[\"bos\"], dtype=torch.long)")], "8",
         {"seq2seq_train_seeded": "device"}),
+}
+
+# extremes of the feed-forward layers (the hunt's A1-A3): hidden pre-activations of about +-1000, float32 and float64
+SWIGLU = "        return self.down(F.silu(self.gate(x)) * self.up(x))"
+BUGS |= {
+    "transformer SwiGLU SiLU by hand as g / (1 + exp(-g)) (NaN gradient at large negative gates)": ("transformer", [(SWIGLU,
+        "        g = self.gate(x)\n        return self.down(g / (1 + torch.exp(-g)) * self.up(x))")], "2",
+        {"ffn_gradients": "extremes"}),
+    "transformer SwiGLU SiLU by hand as g exp(g) / (1 + exp(g)) (NaN forward at large positive gates)": ("transformer", [(SWIGLU,
+        "        g = self.gate(x)\n        return self.down(g * torch.exp(g) / (1 + torch.exp(g)) * self.up(x))")], "2",
+        {"ffn_gradients": "extremes"}),
+    "transformer SwiGLU sigmoid by hand as 1 / (1 + exp(-g)) (NaN gradient at large negative gates)": ("transformer", [(SWIGLU,
+        "        g = self.gate(x)\n        return self.down(g * (1.0 / (1.0 + torch.exp(-g))) * self.up(x))")], "2",
+        {"ffn_gradients": "extremes"}),
+}
+
+# generate's path without the cache samples too (the hunt's A9; A8, caught by the sampling test itself, is in
+# tests/test_transformer_variants.py): the plain loop written before the cache
+GENERATOR_LINE = "    generator = torch.Generator(device=idx.device).manual_seed(seed)\n"
+PLAIN_LOOP = (GENERATOR_LINE + "    if not use_cache:  # the plain loop written before the cache\n"
+              "        for _ in range(max_new_tokens):\n            logits = model(idx)[:, -1, :]  # (B, V)\n"
+              "            if temperature == 0:\n                nxt = logits.argmax(dim=-1, keepdim=True)\n"
+              "            else:\n                nxt = {draw}\n            idx = torch.cat([idx, nxt], dim=1)\n"
+              "        return idx\n")
+BUGS |= {
+    "transformer generate without the cache samples from torch's global generator": ("transformer", [(
+        GENERATOR_LINE, PLAIN_LOOP.format(draw="torch.multinomial(torch.softmax(filter_logits(logits, temperature, "
+                                               "top_k, top_p), dim=-1), 1)"))], "7",
+        {"generate_sampling": "generator"}),
 }
 
 # attention --------------------------------------------------------------------------------------
@@ -363,6 +397,10 @@ CORRECT = {
                      "        out = (x - mean) * torch.rsqrt(var + self.eps) * self.weight\n"),
         ("        return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + self.eps) * self.weight",
          "        return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight")], ("1",)),
+    "transformer MLP GELU by hand with erf, SwiGLU SiLU as g * sigmoid(g)": ("transformer", [
+        ("        return self.proj(F.gelu(self.fc(x)))",
+         "        h = self.fc(x)\n        return self.proj(0.5 * h * (1 + torch.erf(h / math.sqrt(2))))"),
+        (SWIGLU, "        g = self.gate(x)\n        return self.down(g * torch.sigmoid(g) * self.up(x))")], ("2",)),
     "dot_product_attention: softmax as exp(s - max) / sum": (
         "attention", [("    weights = torch.softmax(scores, dim=-1)  # (B, S)\n",
                        "    e = torch.exp(scores - scores.max(dim=-1, keepdim=True).values)\n"

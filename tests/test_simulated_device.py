@@ -198,6 +198,13 @@ CORRECT = {
         "        k = k.repeat_interleave(group, dim=1)  # (B, h, T, d_head)\n        v = v.repeat_interleave(group, dim=1)",
         "        kv_head = [h // group for h in range(self.n_heads)]  # the key/value head of each query head\n"
         "        k = k[:, kv_head]  # (B, h, T, d_head)\n        v = v[:, kv_head]")], "7"),
+    # a view of a normal buffer made under inference_mode is a normal tensor on a GPU (the hunt's B12)
+    "generate under torch.inference_mode, learned positions sliced from a registered buffer": ("transformer", [
+        ("@torch.no_grad()\ndef generate(", "@torch.inference_mode()\ndef generate("),
+        ("            x = x + self.pos_emb(torch.arange(past, past + idx.shape[1], device=idx.device))",
+         "            x = x + self.pos_emb(self.positions[past:past + idx.shape[1]])"),
+        ("        self.max_len = max_len\n",
+         "        self.max_len = max_len\n        self.register_buffer(\"positions\", torch.arange(max_len))\n")], "7"),
     "apply_rope picks even and odd features with lists, the sinusoids fill list-indexed columns": ("attention", [
         ("    even, odd = x[..., 0::2], x[..., 1::2]",
          "    even, odd = x[..., list(range(0, d, 2))], x[..., list(range(1, d, 2))]"),

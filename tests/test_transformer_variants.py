@@ -322,6 +322,26 @@ BUGS = {
         [(SAMPLE_PROBS, "            weights = torch.exp(filter_logits(logits, temperature, top_k, top_p))\n"
                         "            probs = weights / weights.sum(dim=-1, keepdim=True)")], {"7"},
         {"public_generation", "generate_sampling"}),
+    # the fourth hunt: code paths no check reached
+    "Block's post-norm branch ignores the cache (the cache wired into pre-norm only)": (
+        [("        if self.post_norm:\n            a = self.attn(x, causal=self.causal, cache=cache)\n"
+          "            a, new = a if cache is not None else (a, None)\n",
+          "        if self.post_norm:\n            a, new = self.attn(x, causal=self.causal), cache\n")], {"7"},
+        {"cache_step"}),
+    "lr_at computes progress before the end test (warmup_steps == total_steps divides by 0)": (
+        [("    if step >= total_steps:\n        return min_lr\n"
+          "    progress = (step - warmup_steps) / (total_steps - warmup_steps)\n",
+          "    progress = (step - warmup_steps) / (total_steps - warmup_steps)\n"
+          "    if progress >= 1:\n        return min_lr\n")], {"5"}, {"schedule_edges"}),
+    "generate without the cache samples from softmax(logits / T), ignoring top_k and top_p": (
+        [("    generator = torch.Generator(device=idx.device).manual_seed(seed)\n",
+          "    generator = torch.Generator(device=idx.device).manual_seed(seed)\n"
+          "    if not use_cache:  # the plain loop written before the cache\n"
+          "        for _ in range(max_new_tokens):\n            logits = model(idx)[:, -1, :]  # (B, V)\n"
+          "            if temperature == 0:\n                nxt = logits.argmax(dim=-1, keepdim=True)\n"
+          "            else:\n                probs = torch.softmax(logits / temperature, dim=-1)\n"
+          "                nxt = torch.multinomial(probs, 1, generator=generator)\n"
+          "            idx = torch.cat([idx, nxt], dim=1)\n        return idx\n")], {"7"}, {"generate_sampling"}),
 }
 
 CORRECT = {
@@ -418,6 +438,9 @@ SEQ2SEQ_BUGS = {
 }
 
 SEQ2SEQ_CORRECT = {
+    "train_seq2seq returns a CPU copy of its weights (for saving)": [
+        ("    return {k: v.detach().clone() for k, v in model.state_dict().items()}\n",
+         "    return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}\n")],
     "greedy_decode into a preallocated tensor": (
         [("    out = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)\n"
           "    for _ in range(n):\n        nxt = model.decode(out, memory)[:, -1].argmax(dim=-1, keepdim=True)\n"
@@ -473,6 +496,9 @@ TOGETHER = [
      "get_batch from Python lists (batches off the data's device)"),
     ("RMSNorm written for 3-D input", "causal mask made without device=",
      "lr_at divides by warmup_steps before testing it (warmup_steps=0)"),
+    # the fourth hunt
+    ("Block's post-norm branch ignores the cache (the cache wired into pre-norm only)",
+     "lr_at computes progress before the end test (warmup_steps == total_steps divides by 0)"),
 ]
 GROUPS = TOGETHER + [(name,) for name in sorted(BUGS) if not any(name in group for group in TOGETHER)]
 
@@ -563,6 +589,10 @@ TRAINING_BUGS = {
     "the loss summed over the batch": (
         [(LM_UPDATE, LM_UPDATE.replace("y.reshape(-1))", 'y.reshape(-1), reduction="sum")'))], {"public_train_one_step",
                                                                                                 "train_exact_steps"}),
+    "train_lm prints its last loss after the loop (IndexError at steps=0)": (
+        [("    return {k: v.detach().clone() for k, v in model.state_dict().items()}, losses",
+          "    print(f\"trained {s['steps']} steps, last loss {losses[-1]:.4f}\")\n"
+          "    return {k: v.detach().clone() for k, v in model.state_dict().items()}, losses")], {"train_exact_steps"}),
 }
 
 TRAINING_BUGS["the loss as -log(softmax) in two steps (inf for a confident wrong guess)"] = (
@@ -605,6 +635,9 @@ SEQ2SEQ_TRAINING_BUGS = {
 }
 # correct training loops written differently: every exact-step and seeding check passes
 TRAINING_CORRECT = {
+    "train_lm returns a CPU copy of its weights (for saving)": [
+        ("    return {k: v.detach().clone() for k, v in model.state_dict().items()}, losses",
+         "    return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, losses")],
     "train_lm with the loss in float64 by nll_loss of log_softmax, the model moved by .to(device=...)": [
         (LM_UPDATE, LM_UPDATE.replace(
             "        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))\n",

@@ -122,10 +122,14 @@ class SimTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, data: torch.Tensor):
-        t = torch.Tensor._make_wrapper_subclass(cls, data.shape, strides=data.stride(),
-                                                storage_offset=data.storage_offset(), dtype=data.dtype,
-                                                layout=data.layout, device=DEVICE,
-                                                requires_grad=data.requires_grad)
+        # the wrapper is an inference tensor exactly when its values are: under inference_mode, a view of a normal
+        # tensor (a registered buffer sliced) is a normal tensor, whose version counter autograd then shares
+        with torch.inference_mode(data.is_inference()) if data.is_inference() != torch.is_inference_mode_enabled() \
+                else contextlib.nullcontext():
+            t = torch.Tensor._make_wrapper_subclass(cls, data.shape, strides=data.stride(),
+                                                    storage_offset=data.storage_offset(), dtype=data.dtype,
+                                                    layout=data.layout, device=DEVICE,
+                                                    requires_grad=data.requires_grad)
         t._cpu = data
         return t
 
