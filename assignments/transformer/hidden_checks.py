@@ -1571,9 +1571,9 @@ def generate_sampling(t):
     kwargs = dict(temperature=0.7, top_k=6)
     # the path without the cache samples too (a generate of two loops, filter_logits or the generator wired into
     # the cached one only, kept full marks): its generator property first, then the same tests as the cached path
-    properties.run_generator(t, "generate", t.student.generate, f"model ({spelled(cfg)}), idx (5, 4), max_new_tokens=2"
-                             f", {spelled(kwargs)}, seed=6, use_cache=False", (model, prompt[:5], 2),
-                             dict(kwargs, seed=6, use_cache=False))
+    plain = properties.Sample(f"model ({spelled(cfg)}), idx (5, 4), max_new_tokens=2, {spelled(kwargs)}, seed=6, "
+                              "use_cache=False", (model, prompt[:5], 2), dict(kwargs, seed=6, use_cache=False))
+    properties.run(t, properties.Graded("generate", t.student.generate, None, generator=plain), ("generator",))
     logits, cached = builtin_lm(prompt[:1], state, cfg)[0, -1], None
     for use_cache in (True, False):
         what = f"generate(model, idx (2000, 4) of one prompt, 2, {spelled(kwargs)}, seed=3" + (
