@@ -28,23 +28,6 @@ BUGS = {
         "            z = x[:, t] @ c.weight_ih.T + c.bias_ih + h @ c.weight_hh.T + c.bias_hh\n"
         "            h = 1 - 2 / (torch.exp(2 * z) + 1)  # (B, H)\n")],
         "1", "rnn_gradients", "property `extremes` of RNNLayer(3, 5), input x (2, 4, 3) of about +1000"),
-    # the hunt's: squeeze() of (B, S, 1) scores is right unless S = 1 and B > 1 (the scores then lose their batch
-    # axis and the mask broadcasts them over the batch); greedy_translate fed CPU data, as its callers keep it
-    "AdditiveAttention squeezes its scores with squeeze()": ([(
-        "        scores = self.score(torch.tanh(self.query_proj(query)[:, None, :] + self.key_proj(keys))).squeeze(-1)",
-        "        scores = self.score(torch.tanh(self.query_proj(query)[:, None, :] + self.key_proj(keys))).squeeze()")],
-        "8", "attention_hidden", "AdditiveAttention(3, 4, 5)(query (3, 3), keys (3, 1, 4), lengths [1, 1, 1]"),
-    "greedy_translate never moves src to the model's device": ([(
-        "        src = src.to(next(model.parameters()).device)\n", "")],
-        "8", "greedy_translate_hidden", "property `device` of greedy_translate, input Seq2Seq(13, 5, 6, 4) with a random "
-        "model's weights on the device, src (8, 6) on the CPU"),
-    "greedy_translate makes its source mask before moving src": ([
-        ("        src = src.to(next(model.parameters()).device)\n",
-         "        src_mask = src != PAD\n        src = src.to(next(model.parameters()).device)\n"),
-        ("            logits, state, _ = model.decode_step(token, state, enc, src != PAD)",
-         "            logits, state, _ = model.decode_step(token, state, enc, src_mask)")],
-        "8", "greedy_translate_hidden", "property `device` of greedy_translate, input Seq2Seq(13, 5, 6, 4) with a random "
-        "model's weights on the device, src (8, 6) on the CPU"),
     # the device bugs of tests/test_simulated_device.py, now failing the matrix's `device` property
     "lm_loss builds its pad mask with torch.ones(N)": ([(
         "    keep = (targets.reshape(-1) != pad_id).to(losses.dtype)",
@@ -97,7 +80,8 @@ GENERATOR_BUGS = {
         "device=device), None)\n        beam = ",
         "    torch.manual_seed(0)  # reproducible\n    device = model_device(model)\n    with torch.no_grad():\n"
         "        logits, state = model(torch.tensor([prefix], device=device), None)\n        beam = ")],
-        "6", {"beam_narrow": GENERATOR + "beam_search(TableModel (V = 5), prefix [1, 2], beam_size=2"}),
+        "6", {"beam_narrow": GENERATOR + "beam_search(TableModel (V = 5), prefix [1, 2], beam_size=2",
+              "public_decoding": GENERATOR + "beam_search(TableModel(table), prefix=[2]"}),
     "sample reseeds numpy's global generator and draws with np.random.choice": ([
         ("    generator = torch.Generator().manual_seed(seed)\n", "    np.random.seed(seed)\n"),
         ("            token = int(torch.multinomial(probs, 1, generator=generator))",
@@ -124,6 +108,50 @@ GENERATOR_BUGS = {
         "8", {"train_seq2seq_exact": GENERATOR + "train_seq2seq(Seq2Seq on the device"}),
 }
 
+# the hunt's bugs of this round (each full marks on its question before): name: (replacements, question,
+# {failing check: the start of its message}); the public checks of Q6 and Q8 now run the same inputs
+PAIR_STATE = "property `shapes` of {}, input ToyRecurrentLM(5, 3, pair_state=True)"
+PUBLIC_TRANSLATE_DEVICE = "property `device` of greedy_translate, input Seq2Seq(13, 5, 6, 4) on the device, src (4, 6)"
+TRANSLATE_DEVICE = ("property `device` of greedy_translate, input Seq2Seq(13, 5, 6, 4) with a random model's weights "
+                    "on the device, src (8, 6) on the CPU")
+HUNT_BUGS = {
+    # the hunt's: squeeze() of (B, S, 1) scores is right unless S = 1 and B > 1 (the scores then lose their batch
+    # axis and the mask broadcasts them over the batch); greedy_translate fed CPU data, as its callers keep it
+    "AdditiveAttention squeezes its scores with squeeze()": ([(
+        "        scores = self.score(torch.tanh(self.query_proj(query)[:, None, :] + self.key_proj(keys))).squeeze(-1)",
+        "        scores = self.score(torch.tanh(self.query_proj(query)[:, None, :] + self.key_proj(keys))).squeeze()")],
+        "8", {"attention_hidden": "AdditiveAttention(3, 4, 5)(query (3, 3), keys (3, 1, 4), lengths [1, 1, 1]",
+              "public_attention": "AdditiveAttention(3, 4, 5)(query (3, 3), keys (3, 1, 4)"}),
+    "greedy_translate never moves src to the model's device": ([(
+        "        src = src.to(next(model.parameters()).device)\n", "")],
+        "8", {"greedy_translate_hidden": TRANSLATE_DEVICE, "public_seq2seq": PUBLIC_TRANSLATE_DEVICE}),
+    "greedy_translate makes its source mask before moving src": ([
+        ("        src = src.to(next(model.parameters()).device)\n",
+         "        src_mask = src != PAD\n        src = src.to(next(model.parameters()).device)\n"),
+        ("            logits, state, _ = model.decode_step(token, state, enc, src != PAD)",
+         "            logits, state, _ = model.decode_step(token, state, enc, src_mask)")],
+        "8", {"greedy_translate_hidden": TRANSLATE_DEVICE, "public_seq2seq": PUBLIC_TRANSLATE_DEVICE}),
+    # decoders written for the table model's tensor state, which break on an LSTM's (h, c): the matrix's `shapes`
+    # and public_decoding/public_sample now include a model whose state is a pair
+    "beam_search clones each hypothesis' state with st.clone()": ([(
+        "                    logits, new_state = model(torch.tensor([[tokens[-1]]], device=device), st)",
+        "                    logits, new_state = model(torch.tensor([[tokens[-1]]], device=device), st.clone())")],
+        "6", {"beam_narrow": PAIR_STATE.format("beam_search"),
+              "public_decoding": "beam_search(<ToyRecurrentLM>, [1, 2], 2, 3, 4) raised"}),
+    "greedy_decode detaches the state it feeds back": ([(
+        "            logits, state = model(torch.tensor([[token]], device=device), state)\n    return out\n\n\ndef sample",
+        "            logits, state = model(torch.tensor([[token]], device=device), state.detach())\n    return out\n\n\n"
+        "def sample")],
+        "6", {"greedy_hidden": PAIR_STATE.format("greedy_decode"),
+              "public_decoding": "greedy_decode(<ToyRecurrentLM>, [1, 2], 4, 4) raised"}),
+    "sample moves the state to the model's device": ([(
+        "            logits, state = model(torch.tensor([[token]], device=device), state)\n    return out\n\n\ndef beam",
+        "            logits, state = model(torch.tensor([[token]], device=device), state.to(device))\n    return out\n\n\n"
+        "def beam")],
+        "6", {"sample_hidden": PAIR_STATE.format("sample"),
+              "public_sample": "sample(<ToyRecurrentLM>, [1, 2], 4, 4, seed=3) raised"}),
+}
+
 # name: (replacements, question)
 CORRECT = {
     "RNNLayer inlines its cell's formula with torch.tanh": ([(
@@ -148,9 +176,9 @@ def test_bug_fails_exactly_its_property(bug):
     assert failed[check].startswith(message), failed[check]
 
 
-@pytest.mark.parametrize("bug", sorted(GENERATOR_BUGS))
-def test_generator_bug_fails_its_functions_check_and_its_callers(bug):
-    replacements, question, expected = GENERATOR_BUGS[bug]
+@pytest.mark.parametrize("bug", sorted(GENERATOR_BUGS | HUNT_BUGS))
+def test_bug_fails_its_functions_check_and_its_callers(bug):
+    replacements, question, expected = (GENERATOR_BUGS | HUNT_BUGS)[bug]
     failed = failures_in_process("rnn_lm", edited_solution("rnn_lm", replacements), question)
     assert set(failed) == set(expected), failed
     for check, message in expected.items():

@@ -346,7 +346,7 @@ HUNT_BUGS = {
     "greedy_decode counts the prefix in max_len": ([(
         "        out = []\n        for _ in range(max_len):\n            token = int(logits[0, -1].argmax())\n",
         "        out = []\n        for _ in range(max_len - len(prefix) + 1):\n            token = int(logits[0, -1].argmax())\n")],
-        "6", {"greedy_hidden"}),
+        "6", {"greedy_hidden", "public_decoding"}),
     "temperature applied after the softmax": ([(TEMPERATURE,
         "            probs = torch.softmax(logits[0, -1].double(), dim=-1) / temperature")], "6", {"sample_hidden"}),
     "temperature multiplies the logits": ([(TEMPERATURE, TEMPERATURE.replace(" / temperature", " * temperature"))], "6",
@@ -552,7 +552,7 @@ HUNT_BUGS |= {
     "greedy argmax of exp(logits) normalised by hand": ([(GREEDY_LOOP, GREEDY_LOOP.replace(
         "            token = int(logits[0, -1].argmax())\n",
         "            p = torch.exp(logits[0, -1])\n            token = int((p / p.sum()).argmax())\n"))], "6",
-        {"greedy_hidden"}),
+        {"greedy_hidden", "public_decoding"}),
     "attention softmax by hand, exp(scores) / sum": ([(ATTN_SOFTMAX,
         "        e = torch.exp(scores)\n        weights = e / e.sum(dim=-1, keepdim=True)")], "8", ATTENTION),
     "train_seq2seq loss as -log(softmax) over real targets": ([(SEQ2SEQ_LOSS,
@@ -572,7 +572,7 @@ HUNT_BUGS |= {
         "x.new_zeros(x.size(0), cell.hidden_size)", "torch.zeros(x.size(0), cell.hidden_size, dtype=x.dtype)"))], "5",
         {"hidden_grad_norms_hidden"}),
     "greedy_translate <s> column by torch.full (no device)": ([("        token = torch.full_like(src[:, 0], BOS)\n",
-        "        token = torch.full((src.size(0),), BOS)\n")], "8", {"greedy_translate_hidden"}),
+        "        token = torch.full((src.size(0),), BOS)\n")], "8", {"greedy_translate_hidden", "public_seq2seq"}),
     "Seq2Seq logits preallocated by torch.zeros (no device)": ([(S2S_FORWARD,
         "        enc, state = self.encode(src)\n        B, T = tgt_in.shape\n"
         "        logits = torch.zeros(B, T, self.out.out_features, dtype=enc.dtype)\n        weights = []\n"

@@ -90,14 +90,6 @@ def unnoted(t):
     return types.SimpleNamespace(student=t.student, note=lambda text: None)
 
 
-def declare_generator(t, name: str, call, label: str, args: tuple, kwargs: dict | None = None) -> None:
-    """The `generator` property alone, on one ordinary call of a function that makes a float table from sizes and
-    whose values its check compares by hand at their own tolerance (the matrix's `inputs` would hold a float32 table
-    to float64's): torch's global generator left alone."""
-    sample = properties.Sample(label, tuple(args), kwargs or {})
-    properties.run(t, properties.Graded(name, call, None, generator=sample), ("generator",))
-
-
 # ---- Q1 ---------------------------------------------------------------------------------------
 Q1_CASES = ((3, 7, 5, 1.0), (1, 4, 6, 1.0), (2, 5, 3, 1000.0))  # (B, S, d, scale): batch of one, huge scores
 
@@ -619,7 +611,7 @@ def sinusoidal_hidden(t):
         got = call(t, t.student.sinusoidal_positions, T, d, what=what, want=F32, shape=(T, d))
         # float32 angles pos * w_k are exact to ~1e-7 relative: allow that much at large positions
         assert_close(got, true_sinusoids(T, d), what, rtol=1e-5, atol=1e-5 + 5e-7 * T)
-    declare_generator(t, "sinusoidal_positions", t.student.sinusoidal_positions, "T 11, d 8", (11, 8))
+    properties.run_generator(t, "sinusoidal_positions", t.student.sinusoidal_positions, "T 11, d 8", (11, 8))
 
 
 @check(6, 1, "LearnedPositions adds the vectors of positions 0..T-1, and learns them", uses=("LearnedPositions",))
@@ -702,7 +694,7 @@ def alibi_slopes_hidden(t):
     for n in (8, 16, 2, 1, 6, 12, 5):
         got = call(t, t.student.alibi_slopes, n, what=f"alibi_slopes({n})", shape=(n,))
         assert_close(got, torch.tensor(true_slopes(n), dtype=F64), f"alibi_slopes({n})", rtol=1e-6)
-    declare_generator(t, "alibi_slopes", t.student.alibi_slopes, "n_heads 6", (6,))
+    properties.run_generator(t, "alibi_slopes", t.student.alibi_slopes, "n_heads 6", (6,))
 
 
 @check(6, 1, "alibi_bias: slope * (j - i), aligned lower-right (T_q != T_k, head counts not a power of two)",
@@ -717,7 +709,7 @@ def alibi_bias_hidden(t):
     got = call(t, t.student.alibi_bias, 4, 5, what="alibi_bias(4, 5)", shape=(4, 5, 5))
     assert_close(got, torch.tensor(true_slopes(4), dtype=F64)[:, None, None] * (torch.arange(5)[None, :] -
                  torch.arange(5)[:, None]), "alibi_bias(4, 5) (T_k defaults to T_q)", rtol=1e-6)
-    declare_generator(t, "alibi_bias", t.student.alibi_bias, "n_heads 6, T_q 1, T_k 9", (6, 1, 9))
+    properties.run_generator(t, "alibi_bias", t.student.alibi_bias, "n_heads 6, T_q 1, T_k 9", (6, 1, 9))
 
 
 # ---- Q7 ---------------------------------------------------------------------------------------

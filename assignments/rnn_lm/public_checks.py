@@ -46,13 +46,6 @@ def reference(cls, state: dict, dtype=F32):
     return cls.to(dtype)
 
 
-def generator_untouched(t, name: str, call, label: str, *args, **kwargs) -> None:
-    """The property matrix's `generator` property on one call this check makes anyway, so students see it too: a
-    forward that seeds torch's global generator or draws from it (a dropout mask of p = 0, noise times 0) fails here.
-    Fail-only, so it needs no reference (students run public checks with fixtures alone); `call_pure` has the inputs."""
-    properties.run(t, properties.Graded(name, call, None, generator=properties.Sample(label, args, kwargs)), ("generator",))
-
-
 def pair(value, what: str) -> list:
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise CheckFailed(f"{what} should return a pair, got {type(value).__name__}")
@@ -87,7 +80,8 @@ def public_rnn(t):
         assert_close(got[0], expected[0], what + " outputs" + note, rtol=1e-5, atol=1e-5)
         assert_close(got[1], expected[1], what + " last state" + note, rtol=1e-5, atol=1e-5)
     assert_device_agnostic(module(t, t.student.RNNLayer, (4, 5), w), [x], "RNNLayer(4, 5)(x)")
-    generator_untouched(t, "RNNLayer(4, 5)", module(t, t.student.RNNLayer, (4, 5), w), "x (2, 3, 4), h0 (2, 5)", x, h0)
+    properties.run_generator(t, "RNNLayer(4, 5)", module(t, t.student.RNNLayer, (4, 5), w), "x (2, 3, 4), h0 (2, 5)",
+                             (x, h0))
 
 
 @check(2, 1, "LSTMLayer on a small batch with an initial (h, c), without one in float64, with saturated inputs",
@@ -118,7 +112,8 @@ def public_lstm(t):
         assert_close(h, expected[1][0], what + " h_T", rtol=1e-5, atol=1e-5)
         assert_close(c, expected[1][1], what + " c_T", rtol=1e-5, atol=1e-5)
     assert_device_agnostic(module(t, t.student.LSTMLayer, (4, 3), w), [x], "LSTMLayer(4, 3)(x)")
-    generator_untouched(t, "LSTMLayer(4, 3)", module(t, t.student.LSTMLayer, (4, 3), w), "x (2, 5, 4), (h0, c0)", x, state)
+    properties.run_generator(t, "LSTMLayer(4, 3)", module(t, t.student.LSTMLayer, (4, 3), w), "x (2, 5, 4), (h0, c0)",
+                             (x, state))
 
 
 def toy(t, V: int, scale: float = 1.0) -> dict:
@@ -142,7 +137,7 @@ def public_rnnlm(t):
         got = pair(call_pure(lm, tokens, *(() if given is None else (given,)), what=what), what)[0]
         assert_close(output(got, None, what), expected, what + " logits" + (" (pass the state to self.rnn)" if given
                                                                                  else ""), rtol=1e-5, atol=1e-5)
-    generator_untouched(t, "RNNLM(7, 4, 3)", lm, "tokens (2, 5)", tokens)
+    properties.run_generator(t, "RNNLM(7, 4, 3)", lm, "tokens (2, 5)", (tokens,))
     tied_checks(t)
     toy_w = toy(t, V)
     for key, weights_, label in (("", toy_w, ""), ("loud", dict(toy_w, **{"proj.weight": toy_w["proj.weight"] * 2000}),
@@ -158,8 +153,8 @@ def public_rnnlm(t):
                                   "number cannot be backpropagated (no .item() or float()).")
             assert_close(got, expected, what + (" (inf: log of an underflowed softmax; use F.cross_entropy)" if key
                                                  else ""), rtol=1e-5)
-    generator_untouched(t, "lm_loss", t.student.lm_loss, "ToyRecurrentLM(7, 4), tokens (2, 5), pad_id=0",
-                        module(t, t.student.ToyRecurrentLM, (V, 4), toy_w), tokens, pad_id=0)
+    properties.run_generator(t, "lm_loss", t.student.lm_loss, "ToyRecurrentLM(7, 4), tokens (2, 5), pad_id=0",
+                             (module(t, t.student.ToyRecurrentLM, (V, 4), toy_w), tokens), {"pad_id": 0})
 
 
 def tied_checks(t) -> None:
@@ -193,16 +188,16 @@ def public_tbptt_pieces(t):
         data = t.student.batchify(stream[:N], B)
         assert_equal(output(data, None, "batchify").tolist(), stream[:N - N % B].view(B, -1).tolist(),
                      f"batchify(arange(100, {100 + N}), {B})")
-    generator_untouched(t, "batchify", t.student.batchify, "arange(100, 123), 3", stream, 3)
+    properties.run_generator(t, "batchify", t.student.batchify, "arange(100, 123), 3", (stream, 3))
     inputs, targets = pair(t.student.get_chunk(stream[:21].view(3, 7), 4, 4), "get_chunk")
-    generator_untouched(t, "get_chunk", t.student.get_chunk, "data (3, 7), 4, 4", stream[:21].view(3, 7), 4, 4)
+    properties.run_generator(t, "get_chunk", t.student.get_chunk, "data (3, 7), 4, 4", (stream[:21].view(3, 7), 4, 4))
     assert_equal(output(inputs, None, "get_chunk").tolist(), [[104, 105], [111, 112], [118, 119]],
                  "get_chunk(batchify(arange(100, 123), 3), 4, 4) inputs")
     assert_equal(output(targets, None, "get_chunk").tolist(), [[105, 106], [112, 113], [119, 120]],
                  "get_chunk(batchify(arange(100, 123), 3), 4, 4) targets")
     h, c = (t.student.put(randn(t, 2, 3).requires_grad_(True), "a state that requires grad") for _ in range(2))
     detached = t.student.detach_state((h, c))
-    generator_untouched(t, "detach_state", t.student.detach_state, "h (2, 3)", torch.ones(2, 3, dtype=F64))
+    properties.run_generator(t, "detach_state", t.student.detach_state, "h (2, 3)", (torch.ones(2, 3, dtype=F64),))
     if not isinstance(detached, tuple) or len(detached) != 2:
         raise CheckFailed(f"detach_state((h, c)) should return a tuple (h, c), as the LSTM's state is, got "
                           f"{type(detached).__name__}")
@@ -235,7 +230,7 @@ def public_tbptt_pieces(t):
                  "the second gradient after clipping", rtol=1e-12, atol=1e-15)
     extra = t.student.put(torch.zeros(2, dtype=F64).requires_grad_(True), "a parameter")
     extra.backward(torch.tensor([3.0, 4.0], dtype=F64))
-    generator_untouched(t, "clip_grad_norm", t.student.clip_grad_norm, "a gradient [3, 4], 1.0", [extra], 1.0)
+    properties.run_generator(t, "clip_grad_norm", t.student.clip_grad_norm, "a gradient [3, 4], 1.0", ([extra], 1.0))
     bare = t.student.put(torch.zeros(3, dtype=F64).requires_grad_(True), "a parameter without a gradient")
     what = "clip_grad_norm([a parameter whose .grad is None], 1.0)"
     assert_equal(t.student.clip_grad_norm([bare], 1.0), 0.0, what + " (no gradient at all: the norm is 0.0)")
@@ -261,8 +256,8 @@ def public_train_lm(t):
         note = {"wrap": " (L = 11: the 3rd step starts at i = 10 = L - 1, where fewer than two tokens are left: start "
                         "over at i = 0 with state None)", "loud": " (use F.cross_entropy: log(softmax) is -inf here)"}
         assert_close(got, expected, what + " losses" + note.get(key, ""), rtol=1e-7)
-    generator_untouched(t, "train_lm", t.student.train_lm, "ToyRecurrentLM(6, 4), stream (22,), steps=2",
-                        module(t, t.student.ToyRecurrentLM, (6, 4), toy_w, F64), stream, **settings)
+    properties.run_generator(t, "train_lm", t.student.train_lm, "ToyRecurrentLM(6, 4), stream (22,), steps=2",
+                             (module(t, t.student.ToyRecurrentLM, (6, 4), toy_w, F64), stream), {**settings})
 
 
 @check(5, 1, "hidden_grad_norms of an RNNCell over 6 steps, and of an LSTMCell from a given (h, c)", public=True,
@@ -272,7 +267,8 @@ def public_hidden_grad_norms(t):
     cell = module(t, t.student.RNNCell, (3, 4), w, F64)
     expected = t.expected("norms", lambda ref: ref.hidden_grad_norms(reference(ref.RNNCell(3, 4), w, F64), x))
     assert_close(t.student.hidden_grad_norms(cell, x), expected, "hidden_grad_norms(RNNCell(3, 4), x (2, 6, 3))")
-    generator_untouched(t, "hidden_grad_norms", t.student.hidden_grad_norms, "RNNCell(3, 4), x (2, 6, 3)", cell, x)
+    properties.run_generator(t, "hidden_grad_norms", t.student.hidden_grad_norms, "RNNCell(3, 4), x (2, 6, 3)",
+                             (cell, x))
     w, x = weights(t, 4, 3, 4), randn(t, 2, 5, 3, dtype=F64)
     state = (randn(t, 2, 4, dtype=F64), randn(t, 2, 4, dtype=F64))
     cell = module(t, t.student.LSTMCell, (3, 4), w, F64)
@@ -313,7 +309,7 @@ def beam_pairs(value, what: str) -> list:
 
 
 @check(6, 1, "greedy_decode and beam_search on table models (a 3-token prefix, max_len=0, a beam where finished "
-             "hypotheses leave, logits of thousands)", public=True, uses=("greedy_decode", "beam_search"))
+             "hypotheses leave, logits of thousands) and on a model whose state is a pair", public=True, uses=("greedy_decode", "beam_search"))
 def public_decoding(t):
     model = t.student.TableModel(public_table())
     for prefix, max_len in (([2], 4), ([1, 2, 1], 3), ([2], 0)):
@@ -321,8 +317,8 @@ def public_decoding(t):
         greedy = call_pure(t.student.greedy_decode, model, prefix, max_len, 3, what=what)
         assert_equal(greedy, t.expected(f"greedy{prefix}{max_len}", lambda ref: ref.greedy_decode(
             ref.TableModel(public_table()), prefix, max_len, 3)), what)
-    generator_untouched(t, "greedy_decode", t.student.greedy_decode, "TableModel(table), prefix=[2], max_len=4, eos_id=3",
-                        model, [2], 4, 3)
+    properties.run_generator(t, "greedy_decode", t.student.greedy_decode, "TableModel(table), prefix=[2], max_len=4, eos_id=3",
+                             (model, [2], 4, 3))
     beams = t.student.beam_search(model, [2], 3, 4, 3, alpha=1.0)
     expected = t.expected("beam", lambda ref: ref.beam_search(ref.TableModel(public_table()), [2], 3, 4, 3, alpha=1.0))
     what = "beam_search(TableModel(table), prefix=[2], beam_size=3, max_len=4, eos_id=3, alpha=1.0)"
@@ -343,6 +339,30 @@ def public_decoding(t):
                      "(finished ones leave the beam but took one of its places; open ones at max_len count)")
         assert_close(np.array([sc for _, sc in got]), np.array([sc for _, sc in expected]), what + ": their scores "
                      "(log-probability / len**alpha; log_softmax, not log(softmax))", rtol=1e-6, atol=1e-9)
+    properties.run_generator(t, "beam_search", t.student.beam_search, "TableModel(table), prefix=[2], beam_size=3, "
+                             "max_len=4, eos_id=3", (model, [2], 3, 4, 3))
+    w = pair_state_toy(t)
+    toy = module(t, t.student.ToyRecurrentLM, (5, 3), w, F64, pair_state=True)
+    what = f"greedy_decode({PAIR}, max_len=4, eos_id=4)"
+    assert_equal(call_pure(t.student.greedy_decode, toy, [1, 2], 4, 4, what=what), t.expected("pair greedy", lambda ref: (
+        ref.greedy_decode(reference(ref.ToyRecurrentLM(5, 3, pair_state=True), w, F64), [1, 2], 4, 4))), what + PAIR_NOTE)
+    what = f"beam_search({PAIR}, beam_size=2, max_len=3, eos_id=4)"
+    got = beam_pairs(call_pure(t.student.beam_search, toy, [1, 2], 2, 3, 4, what=what), what)
+    expected = t.expected("pair beam", lambda ref: [list(tk) for tk, _ in ref.beam_search(
+        reference(ref.ToyRecurrentLM(5, 3, pair_state=True), w, F64), [1, 2], 2, 3, 4)])
+    assert_equal([list(tk) for tk, _ in got], expected, what + PAIR_NOTE)
+
+
+def pair_state_toy(t) -> dict:
+    """A `ToyRecurrentLM(5, 3, pair_state=True)` (its state a pair, as an LSTM's (h, c)) with logits of thousands
+    (sampling is greedy there, whatever the sampler draws) where eos_id 4 is never likely, so a decoder feeds the
+    state back at every step: its weights, for `module` and `reference`."""
+    return {"embedding.weight": randn(t, 5, 3, dtype=F32), "proj.weight": randn(t, 5, 3, dtype=F32, scale=1000.0),
+            "proj.bias": torch.tensor([0.0, 0.0, 0.0, 0.0, -1e5])}
+
+
+PAIR = "ToyRecurrentLM(5, 3, pair_state=True) (its state a pair, as an LSTM's (h, c)), prefix [1, 2]"
+PAIR_NOTE = ": pass the state on as the model returned it (a tuple for an LSTM), no .clone()/.detach()/.to() on it"
 
 
 SAMPLE_SEEDS = 600
@@ -393,6 +413,11 @@ def public_sample(t):
         assert_equal(t.student.sample(loud, [1, 2], 5, 3, temperature=0.05, seed=seed), expected,
                      what + ": softmax(logits / temperature) is one-hot here, so this is the greedy sequence "
                             "(exp by hand overflows; torch.softmax does not)")
+    w = pair_state_toy(t)
+    toy = module(t, t.student.ToyRecurrentLM, (5, 3), w, F64, pair_state=True)
+    what = f"sample({PAIR}, max_len=4, eos_id=4, seed=3)"
+    assert_equal(call_pure(t.student.sample, toy, [1, 2], 4, 4, seed=3, what=what), t.expected("pair", lambda ref: (
+        ref.sample(reference(ref.ToyRecurrentLM(5, 3, pair_state=True), w, F64), [1, 2], 4, 4, seed=3))), what + PAIR_NOTE)
 
 
 SAMPLE_ALPHA = 1e-6  # a correct sampler fails this test once in a million
@@ -435,6 +460,13 @@ def public_attention(t):
         note = " (NaN: exp(scores) by hand overflowed; use torch.softmax)" if key == "loud" else ""
         assert_close(weights_out, expected[1], what + " weights" + note, **tol)
         assert_close(context, expected[0], what + " context", **tol)
+    query, keys, given = randn(t, 3, 3, dtype=F64), randn(t, 3, 1, 4, dtype=F64), torch.ones(3, 1, dtype=torch.bool)
+    what = "AdditiveAttention(3, 4, 5)(query (3, 3), keys (3, 1, 4): one source position, mask (3, 1), float64)"
+    context, weights_out = pair(call_pure(module(t, t.student.AdditiveAttention, (3, 4, 5), w, F64), query, keys, given,
+                                          what=what), what)
+    expected = t.expected("one position", lambda ref: reference(ref.AdditiveAttention(3, 4, 5), w, F64)(query, keys, given))
+    assert_close(weights_out, expected[1], what + " weights (B, S) = (3, 1): squeeze only the last axis", rtol=1e-7, atol=1e-9)
+    assert_close(context, expected[0], what + " context", rtol=1e-7, atol=1e-9)
 
 
 def s2s_state(t, V: int, E: int, H: int, A: int, scale: float) -> dict:
@@ -466,8 +498,8 @@ def public_seq2seq(t):
     assert_close(attn, expected[1], what + " attention weights (attend with the decoder's h BEFORE the step)",
                  rtol=1e-7, atol=1e-9)
     assert_close(logits, expected[0], what + " logits", rtol=1e-7, atol=1e-9)
-    generator_untouched(t, "Seq2Seq(13, 5, 6, 4)", model, "src (4, 6) padded, src != 0, tgt_in (4, 5), float64",
-                        src, src != 0, tgt_in)
+    properties.run_generator(t, "Seq2Seq(13, 5, 6, 4)", model, "src (4, 6) padded, src != 0, tgt_in (4, 5), float64",
+                             (src, src != 0, tgt_in))
     for max_len in (7, 0):
         what = f"greedy_translate(Seq2Seq(13, 5, 6, 4) with random weights, src (4, 6) padded with 0, max_len={max_len})"
         got = call_pure(t.student.greedy_translate, model, src, max_len, what=what)
@@ -476,3 +508,6 @@ def public_seq2seq(t):
         assert_equal(got, expected, what + (" (no step: 4 empty lists)" if not max_len else
                                             " (each row from <s> and the encoder's final state, its own argmax fed "
                                             "back, the mask src != PAD, cut at its own first </s>, which is dropped)"))
+    properties.run_device(t, "greedy_translate", t.student.greedy_translate, "Seq2Seq(13, 5, 6, 4) on the device, src "
+                          "(4, 6) on the CPU (as callers keep it), max_len=7", (model, src, 7), move_data=False,
+                          follows_dtype=False, dtypes=("float64",))

@@ -365,22 +365,27 @@ from torch import nn
 
 
 class ToyRecurrentLM(nn.Module):
-    """Given, for testing training loops: s_t = decay * s_{t-1} + E[x_t], logits_t = W s_t + b."""
+    """Given, for testing training loops and decoders: s_t = decay * s_{t-1} + E[x_t], logits_t = W s_t + b.
 
-    def __init__(self, vocab_size, dim, decay=0.5):
+    With pair_state=True its state is a pair (s, s), as an LSTM's (h, c) is: code that passes states on
+    must work with both kinds.
+    """
+
+    def __init__(self, vocab_size, dim, decay=0.5, pair_state=False):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, dim)
         self.proj = nn.Linear(dim, vocab_size)
         self.decay = decay
+        self.pair_state = pair_state
 
     def forward(self, tokens, state=None):
         e = self.embedding(tokens)  # (B, T, d)
-        s = torch.zeros_like(e[:, 0]) if state is None else state
+        s = torch.zeros_like(e[:, 0]) if state is None else state[0] if isinstance(state, tuple) else state
         states = []
         for t in range(tokens.size(1)):
             s = self.decay * s + e[:, t]
             states.append(s)
-        return self.proj(torch.stack(states, dim=1)), s
+        return self.proj(torch.stack(states, dim=1)), ((s, s) if self.pair_state else s)
 
 
 def batchify(stream, batch_size):
@@ -543,7 +548,8 @@ plt.show()
 # a `prefix` (a non-empty list of token ids to condition on), `max_len` (the most tokens to
 # generate; 0 gives `[]`) and `eos_id`; they return only the **generated** tokens, and generation
 # stops right after `eos_id` is generated (it is included). Feed the prefix once, then one token at
-# a time with the state (do not re-run the whole sequence at every step). The model may sit on a
+# a time with the state (do not re-run the whole sequence at every step); the state is whatever the
+# model returned (a tensor, or a tuple `(h, c)` for an LSTM): pass it on as it is. The model may sit on a
 # GPU: make every tensor you feed it on its device, `torch.tensor([prefix], device=model_device(model))`
 # (`model_device` is given below). Logits can be large (thousands): use `torch.softmax` and
 # `torch.log_softmax`, never `exp` by hand, which overflows.

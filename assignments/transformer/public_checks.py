@@ -106,13 +106,6 @@ def make_module(t, name: str, args: tuple, kwargs: dict, state: dict, dtype):
     return module.to(t.device)
 
 
-def generator_untouched(t, name: str, call, label: str, *args, **kwargs) -> None:
-    """The property matrix's `generator` property on one call this check makes anyway, so students see it too: a
-    forward that seeds torch's global generator or draws from it (a dropout mask of p = 0) fails here. Fail-only,
-    so it needs no reference (students run public checks with fixtures alone); `call_pure` has the inputs."""
-    properties.run(t, properties.Graded(name, call, None, generator=properties.Sample(label, args, kwargs)), ("generator",))
-
-
 def randn(t, *shape, dtype=F64, scale=1.0):
     return torch.from_numpy(t.rng.standard_normal(shape) * scale).to(dtype)
 
@@ -262,7 +255,7 @@ def public_feed_forward(t):
         got = call_pure(module, x, what=f"{name}(6, 10)(x (2, 3, 6))")
         expected = t.expected(name, lambda ref: float32_of(ref_module(ref, name, (6, 10), {}, state)(x.double())))
         assert_close(got, expected, f"{name}(6, 10)(x (2, 3, 6))", rtol=1e-5, atol=1e-5)
-        generator_untouched(t, f"{name}(6, 10)", module, "x (2, 3, 6)", x)
+        properties.run_generator(t, f"{name}(6, 10)", module, "x (2, 3, 6)", (x,))
 
 
 @check(3, 1, "apply_rope, MultiHeadAttention with RoPE at scores of size 1000, and a pre-norm causal Block(8, 2, 12)",
@@ -274,7 +267,8 @@ def public_block(t):
         got = call_pure(t.student.apply_rope, x, positions, base, what=what)
         assert_close(got, t.expected(f"rope{base}", lambda ref: ref.apply_rope(x, positions, base)), what,
                      rtol=1e-7, atol=1e-9)
-    generator_untouched(t, "apply_rope", t.student.apply_rope, "x (2, 3, 5, 4), positions 0..4", x, torch.arange(5))
+    properties.run_generator(t, "apply_rope", t.student.apply_rope, "x (2, 3, 5, 4), positions 0..4",
+                             (x, torch.arange(5)))
     state = {k.lstrip("."): v for k, v in fill(t.rng, attention_shapes("", 8)).items()}
     x = randn(t, 2, 5, 8, scale=40.0)
     what = "MultiHeadAttention(8, 2, rope=True)(x (2, 5, 8) with entries of size 40, causal=True, float64)"
@@ -286,13 +280,14 @@ def public_block(t):
         raise CheckFailed(f"{what}: NaN or inf in the output: a softmax by hand, exp(scores) / sum, overflows at "
                           "scores of size 1000; use torch.softmax (or subtract each row's maximum first).")
     assert_close(got, expected, what, rtol=1e-7, atol=1e-9)
-    generator_untouched(t, "MultiHeadAttention(8, 2, rope=True)", attention, "x (2, 5, 8), causal=True", x, None, True)
+    properties.run_generator(t, "MultiHeadAttention(8, 2, rope=True)", attention, "x (2, 5, 8), causal=True",
+                             (x, None, True))
     state, x = fill(t.rng, block_shapes("", 8, 12)), randn(t, 2, 5, 8, dtype=F32)
     block = make_module(t, "Block", (8, 2, 12), {}, state, F32)
     got = call_pure(block, x, what="Block(8, 2, 12)(x (2, 5, 8))")
     expected = t.expected("out", lambda ref: float32_of(ref_module(ref, "Block", (8, 2, 12), {}, state)(x.double())))
     assert_close(got, expected, "Block(8, 2, 12)(x (2, 5, 8))", rtol=1e-4, atol=1e-4)
-    generator_untouched(t, "Block(8, 2, 12)", block, "x (2, 5, 8)", x)
+    properties.run_generator(t, "Block(8, 2, 12)", block, "x (2, 5, 8)", (x,))
 
 
 LM_CONFIG = dict(vocab_size=11, d_model=8, n_layers=2, n_heads=2, d_ff=12, max_len=9)
@@ -471,7 +466,7 @@ def public_seq2seq(t):
     got = call_pure(seq2seq, src, tgt, what="Seq2Seq(11, 8, 2, 12, 1, 9)(src (2, 7), tgt_in (2, 5))")
     expected = t.expected("out", lambda ref: float32_of(ref_module(ref, "Seq2Seq", args, {}, state)(src, tgt)))
     assert_close(got, expected, "Seq2Seq(11, 8, 2, 12, 1, 9)(src (2, 7), tgt_in (2, 5))", rtol=1e-4, atol=1e-4)
-    generator_untouched(t, "Seq2Seq(11, 8, 2, 12, 1, 9)", seq2seq, "src (2, 7), tgt_in (2, 5)", src, tgt)
+    properties.run_generator(t, "Seq2Seq(11, 8, 2, 12, 1, 9)", seq2seq, "src (2, 7), tgt_in (2, 5)", (src, tgt))
     model = make_module(t, "Seq2Seq", args, {}, state, F64)
     got = call_pure(t.student.greedy_decode, model, src, 6, 10, what="greedy_decode(model, src (2, 7), 6, bos=10)")
     expected = t.expected("greedy", lambda ref: ref.greedy_decode(ref_module(ref, "Seq2Seq", args, {}, state), src, 6,
@@ -480,7 +475,8 @@ def public_seq2seq(t):
         raise CheckFailed("greedy_decode(model, src (2, 7), 6, bos=10) should return an int64 tensor")
     assert_equal(got.tolist(), expected, "greedy_decode(model, src (2, 7), 6, bos=10) (the decoder sees [BOS] and "
                  "every token chosen so far at each step)")
-    generator_untouched(t, "greedy_decode", t.student.greedy_decode, "Seq2Seq, src (2, 7), 6, bos=10", model, src, 6, 10)
+    properties.run_generator(t, "greedy_decode", t.student.greedy_decode, "Seq2Seq, src (2, 7), 6, bos=10",
+                             (model, src, 6, 10))
 
 
 @check(8, 1, "train_seq2seq: two steps from a given init_state and one from a confident one", public=True,

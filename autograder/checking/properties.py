@@ -467,3 +467,12 @@ def run_device(t, name: str, call, label: str, args: tuple, kwargs: dict | None 
     args, kwargs = tuple(args), dict(kwargs or {})
     run(t, Graded(name, call, None, {"device": [OnDevice(label, args, kwargs, **options)]},
                   Sample(label, args, kwargs) if generator else None), ("generator", "device"))
+
+
+def run_generator(t, name: str, call, label: str, args: tuple = (), kwargs: dict | None = None) -> None:
+    """The `generator` property alone, of one call of `call` that a check makes anyway (fail-only, so it needs no
+    reference: public checks run it on fixtures alone): torch's, numpy's and Python's global generators left
+    where the grader put them. For functions whose values the check compares by hand."""
+    sample = Sample(label, tuple(args), dict(kwargs or {}))
+    run(t, Graded(name, call, None, generator=sample), ("generator",))
+
