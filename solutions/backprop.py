@@ -280,7 +280,9 @@ def train_ffnn(ids: np.ndarray, vocab_size: int, *, context: int = 2, dim: int =
     p -= lr * grad. Returns (params, losses): the trained parameter dict and
     the list of the `steps` minibatch losses (floats, each computed before its
     step's update), in order. The same arguments give the same result; `ids`
-    and `start` are not modified.
+    and `start` are not modified. steps may be 0: a copy of the start and no
+    losses. batch_size is at most len(ids), so a step's positions may be drawn
+    with or without replacement (rng.integers or rng.choice).
     """
     if start is None:
         start = init_params(vocab_size, dim, hidden, context, seed)

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from autograder.checking.checks import check
 from autograder.checking.compare import as_array, as_bool, assert_close, assert_finite, assert_shape, parts
 from autograder.checking.gradients import assert_gradient, finite_difference
+from autograder.checking.properties import spans
 from autograder.checking.provenance import assert_descends, start_profile
 from autograder.checking.purity import call_pure, call_twice
 from autograder.checking.reference_results import reference_result
@@ -292,9 +293,10 @@ def ce_grad_hidden(t):
                     "cross_entropy_grad(log([[1, 2, 3], [3, 2, 1]]), [2, 2])")
 
 
-@check(2, 1, "every Q2 function at logits of +-1000 (and near 1000): finite and right", uses=Q2,
-       needs=("softmax", "log_softmax"),
-       hint="a softmax inside must subtract the maximum first: reuse your stable softmax instead of np.exp(z).")
+@check(2, 1, "every Q2 function at logits of +-1000 (and near 1000; a batch whose rows' maxima differ by 750 and "
+             "more): finite and right", uses=Q2, needs=("softmax", "log_softmax"),
+       hint="a softmax inside must subtract each row's own maximum first (axis=-1, keepdims=True): reuse your stable "
+            "softmax instead of np.exp(z).")
 def primer_stable(t):
     for name, fn in (("softmax_jacobian", lambda v: torch.softmax(v, -1)),
                      ("log_softmax_jacobian", lambda v: torch.log_softmax(v, -1))):
@@ -308,12 +310,16 @@ def primer_stable(t):
     got = t.student.grad_logits_chain(z, y)
     assert_finite(got, what)
     assert_gradient(got, expected, what)
-    z = np.array([[1000.0, 0.0, -1000.0, 999.0], [-1000.0, -1000.0, -998.0, 1000.0], [5.0, 1000.0, -1000.0, 0.0]])
-    targets = np.array([2, 0, 1])
+    # rows whose maxima lie 750 and 2000 below the others': a softmax shifted by the batch's one maximum
+    # (z - z.max(), no axis) is e**-750 = 0 in every entry of those rows, so 0 / 0
+    z = np.array([[1000.0, 0.0, -1000.0, 999.0], [-1000.0, -1000.0, -998.0, 1000.0], [5.0, 1000.0, -1000.0, 0.0],
+                  [250.0, -1000.0, 249.0, 0.0], [-1001.0, -1000.0, -1002.0, -1003.0]])  # (5, 4)
+    targets = np.array([2, 0, 1, 2, 3])
+    what = "cross_entropy_grad(logits of +-1000 (5, 4) whose rows' maxima differ by up to 2000, targets)"
     got = t.student.cross_entropy_grad(z, targets)
-    assert_finite(got, "cross_entropy_grad(logits of +-1000 (3, 4), targets)")
+    assert_finite(got, what)
     _, (expected,) = autograd(lambda v: F.cross_entropy(v, torch.as_tensor(targets)), [z])
-    assert_gradient(got, expected, "cross_entropy_grad(logits of +-1000 (3, 4), targets)")
+    assert_gradient(got, expected, what)
 
 
 # ---- Q3 -------------------------------------------------------------------------------------
@@ -472,10 +478,39 @@ def ffnn_init_hidden(t):
 
 
 FFNN_CASES = [(1, 2), (7, 2), (6, 3)]  # (B, k); V = 13, d = 4, H = 5
+SATURATED = "saturated params (pre-activations of +-300 to 900, logits of +-1000 whose rows' maxima differ by 800)"
+SATURATED_HINT = (" At saturation exp by hand overflows: tanh as (e^a - e^-a) / (e^a + e^-a) is inf / inf = NaN for "
+                  "a > 710, a softmax without each row's own maximum (or with the batch's one maximum) is 0 / 0, and "
+                  "-log(softmax) is -log(0) = inf. Build the model from tanh_forward, cross_entropy and "
+                  "cross_entropy_grad.")
 
 
-@check(4, 1, "ffnn_forward logits against torch (batch 1 and more, context 2 and 3), float64, inputs unchanged",
-       uses=("ffnn_forward",), needs=FORWARD)
+def saturated_ffnn(rng) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Parameters (V=13, d=4, H=5, k=2) and 6 windows at which the model saturates, as a trained or badly
+    scaled model does: hidden units 0 and 1 have pre-activations 900 and -800 (tanh(a) by exp is NaN beyond
+    710, by exp(2a) beyond 355), unit 2 is +-300 by the parity of the first context id, which moves a
+    row's logits by +-400, so rows' maxima differ by 800 (a softmax shifted by the batch's one maximum is
+    0 / 0 there); unit 0 spreads each row's logits over +-600, and the even rows' target has the lowest
+    logit, 1,200 below the row's maximum (its probability is 0 in float64: -log(softmax) is inf). Units 3
+    and 4 are ordinary, so the gradients of E and W are not all zero."""
+    V, d, H, k, B = 13, 4, 5, 2, 6
+    params = random_params(rng, V, d, H, k)
+    params["E"][:, 0] = np.where(np.arange(V) % 2 == 0, 1.0, -1.0)
+    params["W"][:3] = 0.0
+    params["W"][2, 0] = 300.0  # reads dimension 0 of the first context word
+    params["b"][:3] = [900.0, -800.0, 0.0]
+    params["U"][:, 0] = rng.uniform(-600.0, 600.0, size=V)
+    params["U"][:2, 0] = [600.0, -600.0]
+    params["U"][:, 2] = 400.0
+    contexts = rng.integers(0, V, size=(B, k))
+    contexts[:, 0] = 2 * rng.integers(0, V // 2, size=B) + np.arange(B) % 2  # first ids: even, odd, even, ...
+    targets = rng.integers(0, V, size=B)
+    targets[::2] = 1  # U[1, 0] = -600: the row's lowest logit
+    return params, contexts, targets
+
+
+@check(4, 1, "ffnn_forward logits against torch (batch 1 and more, context 2 and 3; saturated units and logits of "
+             "+-1000), float64, inputs unchanged", uses=("ffnn_forward",), needs=FORWARD)
 def ffnn_forward_hidden(t):
     V, d, H = 13, 4, 5
     for B, k in FFNN_CASES:
@@ -484,9 +519,19 @@ def ffnn_forward_hidden(t):
         logits, _, _ = torch_ffnn(params, contexts, np.zeros(B, dtype=np.int64))
         what = f"ffnn_forward(params, contexts ({B}, {k}))"
         assert_close(float64(pure(t, "ffnn_forward", params, contexts, what=what), what), logits, what)
+    params, contexts, targets = saturated_ffnn(t.rng)
+    logits, _, _ = torch_ffnn(params, contexts, targets)
+    what = f"ffnn_forward({SATURATED}, contexts (6, 2))"
+    try:
+        got = float64(pure(t, "ffnn_forward", params, contexts, what=what), what)
+        assert_finite(got, what)
+        assert_close(got, logits, what)
+    except CheckFailed as failure:
+        raise CheckFailed(f"{failure}{SATURATED_HINT}") from None
 
 
-@check(4, 3, "ffnn_loss_and_grads: loss and every parameter's gradient against torch autograd, inputs unchanged",
+@check(4, 3, "ffnn_loss_and_grads: loss and every parameter's gradient against torch autograd (also saturated: "
+             "pre-activations of hundreds, logits of +-1000 whose rows' maxima differ by 800), inputs unchanged",
        uses=("ffnn_loss_and_grads",), needs=Q1 + Q2[-1:] + Q3,
        hint="the output layer's input is h; tanh's backward uses h; reshape de to (B, k, d) before the "
             "embedding backward, which must add up repeated ids.")
@@ -503,6 +548,20 @@ def ffnn_grads_hidden(t):
         for name in PARAM_NAMES:
             assert_gradient(float64(got_grads[name], f"{what}: grads[{name!r}]"), grads[name],
                             f"{what}: grads[{name!r}]")
+    params, contexts, targets = saturated_ffnn(t.rng)
+    _, loss, grads = torch_ffnn(params, contexts, targets)
+    what = f"ffnn_loss_and_grads({SATURATED}, contexts (6, 2), targets (6,))"
+    try:
+        got_loss, got_grads = parts(pure(t, "ffnn_loss_and_grads", params, contexts, targets, what=what), 2, what)
+        got_loss = scalar(got_loss, f"{what}: loss")
+        assert_finite(got_loss, f"{what}: loss")
+        assert_close(got_loss, loss, f"{what}: loss")
+        got_grads = param_dict(got_grads, f"{what}: grads")
+        for name in PARAM_NAMES:  # the reference's are all finite here
+            assert_finite(got_grads[name], f"{what}: grads[{name!r}]")
+            assert_gradient(got_grads[name], grads[name], f"{what}: grads[{name!r}]")
+    except CheckFailed as failure:
+        raise CheckFailed(f"{failure}{SATURATED_HINT}") from None
 
 
 # A model small enough to read: V=5, d=2, H=3, k=2, B=6. The numbers below were computed once in
@@ -761,9 +820,9 @@ def step_diagnosis_sgd(got: dict, history: list, ignored_start: dict | None = No
     return ""
 
 
-@check(6, 1, "train_ffnn by exact steps: one and two SGD steps from the start the grader passes (and from "
+@check(6, 1, "train_ffnn by exact steps: zero, one and two SGD steps from the start the grader passes (and from "
              "init_params(seed) without one) on a stream where every minibatch is the same; the losses recorded; "
-             "the same seed gives the same result; ids and start unchanged",
+             "2,500 steps with the same lr throughout; the same seed gives the same result; ids and start unchanged",
        uses=("train_ffnn", "context_windows"), needs=("init_params", "ffnn_loss_and_grads"),
        hint="start from a copy of `start` (init_params(vocab_size, dim, hidden, context, seed) when it is None); "
             "each step: loss and grads of the minibatch, record the loss, then params[name] -= lr * grads[name] "
@@ -777,7 +836,7 @@ def train_steps_hidden(t):
     own_history, own_losses = sgd_expected(t, 2, own)
     history, losses = sgd_expected(t, 2, start)
     ids = np.zeros(40, dtype=np.int64)
-    for steps, given in ((1, True), (2, True), (1, False)):
+    for steps, given in ((1, True), (2, True), (0, True), (1, False)):  # steps=0: the start, no losses
         if not given:  # the notebook's own call: no start, so init_params(seed)
             history, losses = own_history, own_losses
         settings = ", ".join(f"{k}={v}" for k, v in {**s, "steps": steps}.items())
@@ -808,6 +867,7 @@ def train_steps_hidden(t):
             if late is not None and np.allclose(got_losses, late, rtol=1e-9):
                 raise CheckFailed(f"{failure} You recorded the loss after the update.") from None
             raise
+    same_lr_throughout(t, ids, start)
     stream = t.rng.integers(0, STEP_V, size=60)  # without a start, as the notebook calls it: the seed sets it all
     settings = {**s, "steps": 3}
     what = f"train_ffnn(ids (60,), {STEP_V}, ..., steps=3, seed={s['seed']})"
@@ -818,6 +878,40 @@ def train_steps_hidden(t):
         raise CheckFailed(f"{what}: seeds {s['seed']} and {s['seed'] + 1} give the same parameters; start from "
                           "init_params(..., seed) when no start is given, and draw batches from "
                           "np.random.default_rng(seed + 1)")
+
+
+# Every step the same lr: LONG_RUN exact steps on the stream of zeros (beyond the notebook's 2,000, so a
+# schedule that starts late is seen too), compared with the reference's run from the same start. Correct
+# variants of the update and of the gradient's algebra (einsum, np.dot, a logsumexp softmax of its own, a
+# fresh dict per step) stay within 5e-13 of it, relative, from 3 starts; halving lr after step 1,000
+# moves the weights by 0.06 (0.7-3 relative).
+LONG_RUN, LONG_RUN_TOL = 2500, dict(rtol=1e-7, atol=1e-10)
+
+
+def same_lr_throughout(t, ids: np.ndarray, start: dict) -> None:
+    """train_ffnn's LONG_RUN steps are LONG_RUN steps of p -= lr * grad with the lr it is given (an lr
+    halved after 1,000 steps passed every exact step and the one-sided perplexity threshold)."""
+    s = STEP_SETTINGS
+    contexts = np.zeros((s["batch_size"], s["context"]), dtype=np.int64)
+    if not same_gradient(t, start, contexts, np.zeros(s["batch_size"], dtype=np.int64)):
+        return  # a wrong gradient is judged in Q4; the one and two steps above are computed from it
+    what = f"train_ffnn(ids: 40 zeros, {STEP_V}, ..., steps={LONG_RUN}, start=<the grader start>)"
+    params, losses = parts(t.student.train_ffnn(ids, STEP_V, **s, steps=LONG_RUN, start=start), 2, what)
+    params = param_dict(params, what)
+    expected, expected_losses = t.ref.train_ffnn(ids, STEP_V, **s, steps=LONG_RUN, start=start)
+    losses = as_array(losses, f"{what}: losses")[0].astype(np.float64)
+    if losses.shape != (LONG_RUN,):
+        raise CheckFailed(f"{what}: expected a list of {LONG_RUN} losses (one per step), got shape {losses.shape}")
+    apart = ~np.isclose(losses, expected_losses, **LONG_RUN_TOL)
+    where = (f" Your recorded losses part from those of SGD with a constant lr at step {int(np.argmax(apart)) + 1}."
+             if apart.any() else "")
+    for name in PARAM_NAMES:
+        try:
+            assert_close(as_array(params[name], what)[0].astype(np.float64), expected[name],
+                         f"{what}: params[{name!r}] against {LONG_RUN} steps of p -= lr * grad", **LONG_RUN_TOL)
+        except CheckFailed as failure:
+            raise CheckFailed(f"{failure}{where} Every step uses the lr you are given: no schedule, decay or "
+                              "halving (the docstring's update is p -= lr * grad at every step).") from None
 
 
 # Minibatches: with lr = 0 the parameters stay at the start, so with batch_size = 1 every recorded
@@ -907,13 +1001,86 @@ def same_gradient(t, params: dict, contexts: np.ndarray, targets: np.ndarray) ->
         return False
 
 
+# Windows visited, read off the rows of E that moved (the row of an id moves only when a window with that id
+# in its context is drawn; with lr > 0 and a right gradient, it does move then). Two streams, context 1:
+# - COVER_WINDOWS windows whose context ids are their positions (window j's context is id j, window 0's the
+#   padding 0), drawn COVER_SETTINGS' steps x batch_size = 10,000 times: every window must be drawn. Uniform
+#   draws miss one of the 40 with chance at most 40 (39/40)^10000 = 1e-108; blocks of 10 consecutive
+#   windows at random offsets (a correct variant) draw an end window with chance 1/31 a step: at most
+#   2 (30/31)^1000 = 1.2e-14; shuffled epochs draw each window 250 times. Over 100,000 seeds the least-drawn
+#   window was drawn 168 times (rng.integers), 12 times (blocks), and 183 times by rng.choice without
+#   replacement (20,000 seeds). A loop that never draws the last window (integers(0, N - 1)), skips the
+#   first windows (whose context is padding), draws from a fixed half, or re-creates its generator every
+#   epoch (4 steps here: 40 draws repeated) misses windows.
+# - LONG_WINDOWS windows in LONG_PARTS equal parts, each with a context id of its own, 500 draws: every part
+#   must be drawn (uniform draws miss one with chance at most 8 (7/8)^500 = 1e-28; over 100,000 seeds the
+#   least-drawn part was drawn 29 times, of 62.5 expected). A stream longer than
+#   Shakespeare's 909k windows, so a cap left from debugging (contexts[:250_000]) misses the later parts.
+COVER_WINDOWS = 40
+COVER_SETTINGS = dict(context=1, dim=2, hidden=3, lr=0.5, batch_size=10, steps=1000)
+LONG_WINDOWS, LONG_PARTS = 1_000_000, 8
+LONG_SETTINGS = dict(context=1, dim=2, hidden=3, lr=0.5, batch_size=10, steps=50)
+
+
+def trained_embedding(t, ids: np.ndarray, V: int, s: dict, start: dict, what: str) -> np.ndarray:
+    """E (V, dim) after the student's train_ffnn(ids, V, **s, start=start)."""
+    params, _ = parts(t.student.train_ffnn(ids, V, **s, start=start), 2, what)
+    params = param_dict(params, what)
+    assert_shape(params["E"], (V, s["dim"]), f"{what}: params['E']")
+    return as_array(params["E"])[0].astype(np.float64)
+
+
+def windows_visited(t) -> None:
+    """Every window of a short stream is drawn, and every part of a long one (a hunt's loops that never drew
+    the last window, skipped the first, kept a fixed half, re-created the generator every epoch, or capped
+    the stream at 250,000 windows all passed the spread check)."""
+    n = COVER_WINDOWS
+    s = {**COVER_SETTINGS, "seed": int(t.rng.integers(1 << 30))}
+    V, ids = n + 1, np.arange(1, n + 1)  # id n is only ever a target
+    start = grader_start(t, V, s["dim"], s["hidden"], s["context"])
+    windows, targets = t.ref.context_windows(ids, s["context"])
+    probe = t.rng.integers(0, n, size=20)
+    if not same_gradient(t, start, windows[probe], targets[probe]):
+        return  # a wrong gradient (Q1-Q4, judged there) need not move the rows of the windows drawn
+    settings = ", ".join(f"{key}={value}" for key, value in s.items())
+    what = f"train_ffnn(ids ({n},), each id once, {V}, {settings}, start=<the grader start>)"
+    drawn = (trained_embedding(t, ids, V, s, start, what)[:n] != start["E"][:n]).any(axis=1)  # (n,): window j drawn
+    if not drawn.any():
+        return  # no row moved: a broken update (train_steps_hidden says how)
+    draws = s["steps"] * s["batch_size"]
+    if not drawn.all():
+        missed = np.flatnonzero(~drawn)
+        cause = ("the last window (rng.integers' high end is excluded: integers(0, len(targets)) reaches the last "
+                 "one)" if list(missed) == [n - 1] else
+                 "the first window (its context is padding, but it is a real example: the stream's first word)"
+                 if list(missed) == [0] else f"{len(missed)} of the {n} windows")
+        raise CheckFailed(f"{what}: {draws} minibatch positions were drawn over {n} windows (uniform draws miss "
+                          f"none), but the rows of E read by windows {spans(~drawn)} never moved: your loop never "
+                          f"drew {cause}. Draw each step's positions from all len(targets) windows, with one "
+                          "generator made before the loop.")
+    n, parts_ = LONG_WINDOWS, LONG_PARTS
+    s = {**LONG_SETTINGS, "seed": int(t.rng.integers(1 << 30))}
+    V, ids = parts_ + 1, 1 + np.arange(n, dtype=np.int64) * parts_ // n  # part j's context id is j + 1
+    start = grader_start(t, V, s["dim"], s["hidden"], s["context"])
+    settings = ", ".join(f"{key}={value}" for key, value in s.items())
+    what = f"train_ffnn(ids ({n},) in {parts_} parts, {V}, {settings}, start=<the grader start>)"
+    drawn = (trained_embedding(t, ids, V, s, start, what)[1:] != start["E"][1:]).any(axis=1)  # (parts,)
+    if drawn.any() and not drawn.all():
+        missed = np.flatnonzero(~drawn) + 1
+        raise CheckFailed(f"{what}: {s['steps'] * s['batch_size']} positions were drawn from a stream of {n:,} "
+                          f"windows, but none from part(s) {', '.join(map(str, missed))} of its {parts_} equal parts "
+                          "(uniform draws miss none). Is the stream cut (contexts[:some number], a cap left from "
+                          "debugging) or are the positions drawn from a subset? Draw from all len(targets) windows.")
+
+
 def steps_share(s: dict, n: int) -> str:
     return f"steps x batch_size = {s['steps'] * s['batch_size']} positions, {s['steps'] * s['batch_size'] / n:.0%}"
 
 
 @check(6, 1, "train_ffnn's minibatches: with lr = 0 and batch_size = 1 each recorded loss is the loss of one window "
              "of the stream (a context with its own target), the steps draw different windows, and they come from "
-             "the whole stream (a stream whose parts have words of their own: every part is learned)",
+             "the whole stream (a stream whose parts have words of their own: every part is learned; every window "
+             "of a short stream is drawn, the first and the last too; every part of a 1,000,000-window stream)",
        uses=("train_ffnn", "context_windows"), needs=("init_params", "ffnn_loss_and_grads"),
        hint="make the generator once, before the loop; each step draw batch_size positions at random from the whole "
             "stream with it and pass contexts[batch] with targets[batch] (the same positions) to ffnn_loss_and_grads.")
@@ -950,6 +1117,7 @@ def train_minibatch_hidden(t):
                           "on the same minibatch. Create the generator np.random.default_rng(seed + 1) once, before the "
                           "loop, and draw new positions from it at every step.")
     positions_spread(t)
+    windows_visited(t)
 
 
 @lru_cache(maxsize=1)

@@ -40,6 +40,22 @@ def float64(value, what: str):
     return value
 
 
+def saturated_params(V: int, d: int, H: int, k: int) -> dict:
+    """fixed_params turned up until the model saturates, as a badly scaled or long-trained one does: hidden
+    units 0 and 1 at pre-activations 900 and -800 (tanh by exp is NaN beyond 710), unit 2 at +-300 by
+    the parity of the first context id, which moves a row's logits by +-400 (rows' maxima 800 apart: a
+    softmax shifted by the batch's one maximum is 0 / 0), and unit 0 spreading each row's logits over
+    +-600 (a target with the lowest logit has probability 0: -log(softmax) is inf)."""
+    params = fixed_params(V, d, H, k)
+    params["E"][:, 0] = np.where(np.arange(V) % 2 == 0, 1.0, -1.0)
+    params["W"][:3] = 0.0
+    params["W"][2, 0] = 300.0
+    params["b"][:3] = [900.0, -800.0, 0.0]
+    params["U"][:, 0] = np.linspace(-600.0, 600.0, V)
+    params["U"][:, 2] = 400.0
+    return params
+
+
 def fixed_params(V: int, d: int, H: int, k: int) -> dict:
     """Small deterministic parameters (not init_params: this checks the model, not its init)."""
     grid = lambda *shape, s: np.sin(np.arange(1, 1 + math.prod(shape)) * s).reshape(shape)  # noqa: E731
@@ -83,8 +99,8 @@ def public_cross_entropy(t):
                           "1e-12), where log_softmax gives the true -2000.") from None
 
 
-@check(2, 1, "Jacobians and logit gradients on a small case, Jacobians also where probabilities underflow to 0 "
-             "(inputs unchanged)", public=True,
+@check(2, 1, "Jacobians and logit gradients on a small case, Jacobians also where probabilities underflow to 0, "
+             "the logit gradient also on rows whose maxima differ by 750 (inputs unchanged)", public=True,
        uses=("softmax_jacobian", "log_softmax_jacobian", "grad_logits_chain", "cross_entropy_grad"),
        needs=("softmax", "log_softmax"))
 def public_primer(t):
@@ -99,6 +115,18 @@ def public_primer(t):
     what = "cross_entropy_grad(logits (3, 4), targets [3, 0, 1])"
     got = call_pure(t.student.cross_entropy_grad, LOGITS, TARGETS, what=what)
     assert_gradient(float64(got, what), t.expected("ce_grad", lambda ref: ref.cross_entropy_grad(LOGITS, TARGETS)), what)
+    # Two rows whose maxima differ by 750, none large enough to overflow: shifted by the batch's one maximum
+    # (z.max() without an axis) the second row is e**-750 = 0 everywhere, so 0 / 0.
+    apart = np.array([[400.0, 398.0, 0.0, -5.0], [-350.0, -352.0, -351.0, -400.0]])  # (2, 4)
+    what = "cross_entropy_grad([[400, 398, 0, -5], [-350, -352, -351, -400]], targets [1, 2])"
+    got = t.student.cross_entropy_grad(apart, np.array([1, 2]))
+    try:
+        assert_finite(got, what)
+        assert_gradient(got, t.expected("ce_grad_apart", lambda ref: ref.cross_entropy_grad(apart, np.array([1, 2]))),
+                        what)
+    except CheckFailed as failure:
+        raise CheckFailed(f"{failure} Shift each row by its own maximum (axis=-1, keepdims=True): the batch's one "
+                          "maximum leaves rows far below it at exp(-750) = 0.") from None
     # Two probabilities underflow to exactly 0 (e**-801), with no logit large enough to overflow: a
     # softmax without the max shift still works here (logits of +-1000 stay in the hidden checks, so
     # that bug costs Q2 one point only), a Jacobian that divides by p does not.
@@ -180,7 +208,7 @@ def init_problem(params: dict, V: int, d: int, H: int, k: int) -> str | None:
 
 
 @check(4, 1, "feedforward LM: init_params's shapes, dtype, ranges and seed; logits, loss and gradients on a small "
-             "model",
+             "model, also saturated (pre-activations of hundreds, logits of +-1000)",
        public=True, uses=("init_params", "ffnn_forward", "ffnn_loss_and_grads"),
        needs=Q1 + ("cross_entropy_grad",) + Q3)
 def public_ffnn(t):
@@ -209,6 +237,28 @@ def public_ffnn(t):
     grads = param_dict(grads, f"{what}: grads")
     for name in PARAM_NAMES:
         assert_gradient(grads[name], exp_grads[name], f"{what}: grads[{name!r}]")
+    hot = saturated_params(V, d, H, k)
+    hot_contexts, hot_targets = np.array([[0, 3], [1, 2], [4, 5]]), np.array([0, 0, 5])  # first ids even, odd, even
+    shown = "saturated params (pre-activations of 900, -800 and +-300; logits of +-1000)"
+    try:
+        what = f"ffnn_forward({shown}, contexts (3, 2))"
+        got = t.student.ffnn_forward(hot, hot_contexts)
+        assert_finite(got, what)
+        assert_close(got, t.expected("logits_saturated", lambda ref: ref.ffnn_forward(hot, hot_contexts)), what)
+        what = f"ffnn_loss_and_grads({shown}, contexts (3, 2), targets (3,))"
+        loss, grads = parts(t.student.ffnn_loss_and_grads(hot, hot_contexts, hot_targets), 2, what)
+        exp_loss, exp_grads = t.expected("loss_and_grads_saturated",
+                                         lambda ref: list(ref.ffnn_loss_and_grads(hot, hot_contexts, hot_targets)))
+        assert_finite(loss, f"{what}: loss")
+        assert_close(loss, exp_loss, f"{what}: loss")
+        grads = param_dict(grads, f"{what}: grads")
+        for name in PARAM_NAMES:
+            assert_finite(grads[name], f"{what}: grads[{name!r}]")
+            assert_gradient(grads[name], exp_grads[name], f"{what}: grads[{name!r}]")
+    except CheckFailed as failure:
+        raise CheckFailed(f"{failure} At saturation exp by hand overflows: build the model from tanh_forward, "
+                          "cross_entropy and cross_entropy_grad (never (e^a - e^-a) / (e^a + e^-a), -log(softmax), "
+                          "or a softmax shifted by the batch's one maximum).") from None
 
 
 @check(5, 1, "numerical_gradient (default step and eps=1e-2), relative_error (also of matrices) and gradient_check "

@@ -681,7 +681,9 @@ def train_ffnn(ids: np.ndarray, vocab_size: int, *, context: int = 2, dim: int =
     p -= lr * grad. Returns (params, losses): the trained parameter dict and
     the list of the `steps` minibatch losses (floats, each computed before its
     step's update), in order. The same arguments give the same result; `ids`
-    and `start` are not modified.
+    and `start` are not modified. steps may be 0: a copy of the start and no
+    losses. batch_size is at most len(ids), so a step's positions may be drawn
+    with or without replacement (rng.integers or rng.choice).
     """
     # BEGIN SOLUTION: train_ffnn: a copy of the start, windows, one rng; loop: integers for the batch, loss and grads, an in-place SGD update, record the loss
     if start is None:
