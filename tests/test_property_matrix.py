@@ -251,13 +251,13 @@ SWIGLU = "        return self.down(F.silu(self.gate(x)) * self.up(x))"
 BUGS |= {
     "transformer SwiGLU SiLU by hand as g / (1 + exp(-g)) (NaN gradient at large negative gates)": ("transformer", [(SWIGLU,
         "        g = self.gate(x)\n        return self.down(g / (1 + torch.exp(-g)) * self.up(x))")], "2",
-        {"ffn_gradients": "extremes"}),
+        {"ffn_gradients": "extremes", "public_feed_forward": None}),
     "transformer SwiGLU SiLU by hand as g exp(g) / (1 + exp(g)) (NaN forward at large positive gates)": ("transformer", [(SWIGLU,
         "        g = self.gate(x)\n        return self.down(g * torch.exp(g) / (1 + torch.exp(g)) * self.up(x))")], "2",
-        {"ffn_gradients": "extremes"}),
+        {"ffn_gradients": "extremes", "public_feed_forward": None}),
     "transformer SwiGLU sigmoid by hand as 1 / (1 + exp(-g)) (NaN gradient at large negative gates)": ("transformer", [(SWIGLU,
         "        g = self.gate(x)\n        return self.down(g * (1.0 / (1.0 + torch.exp(-g))) * self.up(x))")], "2",
-        {"ffn_gradients": "extremes"}),
+        {"ffn_gradients": "extremes", "public_feed_forward": None}),
 }
 
 # generate's path without the cache samples too (the hunt's A9; A8, caught by the sampling test itself, is in
@@ -272,7 +272,7 @@ BUGS |= {
     "transformer generate without the cache samples from torch's global generator": ("transformer", [(
         GENERATOR_LINE, PLAIN_LOOP.format(draw="torch.multinomial(torch.softmax(filter_logits(logits, temperature, "
                                                "top_k, top_p), dim=-1), 1)"))], "7",
-        {"generate_sampling": "generator"}),
+        {"generate_sampling": "generator", "public_generation": "generator"}),
 }
 
 # attention --------------------------------------------------------------------------------------

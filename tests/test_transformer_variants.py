@@ -243,7 +243,7 @@ BUGS = {
         {"7"}, {"generate_sampling"}),
     "generate seeds torch's global generator": (
         [("    generator = torch.Generator(device=idx.device).manual_seed(seed)",
-          "    torch.manual_seed(seed)\n    generator = None")], {"7"}, {"generate_sampling"}),
+          "    torch.manual_seed(seed)\n    generator = None")], {"7"}, {"generate_sampling", "public_generation"}),
     "top-k drops ties at the k-th value": (
         [('        logits = logits.masked_fill(logits < kth, float("-inf"))',
           "        idx_k = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).indices\n"
@@ -341,7 +341,8 @@ BUGS = {
           "            if temperature == 0:\n                nxt = logits.argmax(dim=-1, keepdim=True)\n"
           "            else:\n                probs = torch.softmax(logits / temperature, dim=-1)\n"
           "                nxt = torch.multinomial(probs, 1, generator=generator)\n"
-          "            idx = torch.cat([idx, nxt], dim=1)\n        return idx\n")], {"7"}, {"generate_sampling"}),
+          "            idx = torch.cat([idx, nxt], dim=1)\n        return idx\n")], {"7"},
+        {"generate_sampling", "public_generation"}),
 }
 
 CORRECT = {

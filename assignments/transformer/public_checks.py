@@ -20,6 +20,7 @@ from autograder.checking import properties
 from autograder.checking.checks import check
 from autograder.checking.compare import assert_close, assert_equal
 from autograder.checking.purity import call_pure
+from autograder.checking.remote import StudentError
 from autograder.checking.torch_checks import float32_of, load_weights
 from autograder.errors import CheckFailed
 
@@ -243,7 +244,8 @@ def public_norms(t):
                 raise CheckFailed(f"{exc}{why}") from None
 
 
-@check(2, 1, "MLP and SwiGLU with d_model 6, d_ff 10", public=True, uses=("MLP", "SwiGLU"))
+@check(2, 1, "MLP and SwiGLU with d_model 6, d_ff 10; finite output and gradients at inputs of size 1000", public=True,
+       uses=("MLP", "SwiGLU"))
 def public_feed_forward(t):
     x = randn(t, 2, 3, 6, dtype=F32)
     cases = {"MLP": mlp_shapes("", 6, 10),
@@ -256,6 +258,26 @@ def public_feed_forward(t):
         expected = t.expected(name, lambda ref: float32_of(ref_module(ref, name, (6, 10), {}, state)(x.double())))
         assert_close(got, expected, f"{name}(6, 10)(x (2, 3, 6))", rtol=1e-5, atol=1e-5)
         properties.run_generator(t, f"{name}(6, 10)", module, "x (2, 3, 6)", (x,))
+        finite_at_scale(make_module(t, name, (6, 10), {}, state, F64), f"{name}(6, 10)", x.double() * 1000.0)
+
+
+def finite_at_scale(module, name: str, x) -> None:
+    """At hidden pre-activations of hundreds to thousands (both signs), the output and the gradients w.r.t. x and
+    every weight are finite: a SiLU or sigmoid written with exp overflows there (inf / inf, 0 * inf)."""
+    what = f"{name}(x (2, 3, 6) of N(0, 1000**2), float64)"
+    hint = (": at pre-activations this large exp overflows (exp(800) is inf, and inf / inf is NaN, forward or "
+            "backward); use F.silu, torch.sigmoid, F.gelu.")
+    out = call_pure(module, x, what=what)
+    if not isinstance(out, torch.Tensor) or not bool(torch.isfinite(out).all()):
+        raise CheckFailed(f"{what}: NaN or inf in the output{hint}")
+    try:
+        grads = module.vjp([x], [0], torch.ones(x.shape, dtype=F64))
+    except StudentError as exc:
+        line = str(exc).strip().splitlines()[-1][:200]
+        raise CheckFailed(f"backward through {what} raised an error ({line})") from None
+    tensors = list(grads.get("input_grads") or []) + list((grads.get("param_grads") or {}).values())
+    if not tensors or not all(isinstance(g, torch.Tensor) and bool(torch.isfinite(g).all()) for g in tensors):
+        raise CheckFailed(f"{what}: NaN or inf in the gradients w.r.t. x or a weight{hint}")
 
 
 @check(3, 1, "apply_rope, MultiHeadAttention with RoPE at scores of size 1000, and a pre-norm causal Block(8, 2, 12)",
@@ -413,7 +435,8 @@ def public_train_one_step(t):
 
 
 @check(7, 1, "filter_logits (top-k ties, top-p after top-k, logits of size 1000), one cached step, and generate "
-             "(greedy with and without the cache, top_k=1, temperature 1e-4)", public=True,
+             "(greedy with and without the cache, top_k=1, temperature 1e-4; sampling: both paths give the same "
+             "tokens for one seed)", public=True,
        uses=("filter_logits", "generate", "TransformerLM", "MultiHeadAttention", "Block"))
 def public_generation(t):
     logits = torch.log(torch.tensor([[0.5, 0.125, 0.25, 0.125]], dtype=F64))
@@ -451,6 +474,16 @@ def public_generation(t):
         assert_equal(got.tolist(), greedy, f"{what} (each of these is greedy decoding: sampling with top_k=1, or "
                      "at temperature 1e-4, where softmax(logits / T) puts all its mass on the largest logit and "
                      "exp(logits / T) by hand overflows)")
+    # sampling: the path without the cache draws from the same filtered distribution with the same generator, so the
+    # same seed gives the same tokens both ways (and the no-cache path leaves torch's global generator alone)
+    sampling = dict(temperature=0.9, top_k=3, seed=2)
+    properties.run_generator(t, "generate", t.student.generate, "model, idx (3, 2), 6, temperature=0.9, top_k=3, "
+                             "seed=2, use_cache=False", (model, prompt, 6), dict(sampling, use_cache=False))
+    paths = [t.student.generate(model, prompt, 6, use_cache=use_cache, **sampling) for use_cache in (True, False)]
+    if not all(isinstance(p, torch.Tensor) for p in paths) or paths[0].tolist() != paths[1].tolist():
+        raise CheckFailed("generate(model, idx (3, 2), 6, temperature=0.9, top_k=3, seed=2) with use_cache=True and "
+                          "use_cache=False gave different tokens: both paths must sample from softmax(filter_logits(logits, "
+                          "temperature, top_k, top_p)) with the one generator made from `seed`.")
 
 
 S2S_PUBLIC = dict(vocab_size=11, d_model=8, n_heads=2, d_ff=12, n_layers=1, max_len=9)
