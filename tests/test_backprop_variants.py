@@ -39,6 +39,12 @@ LOG_SOFTMAX = ("    shifted = z - z.max(axis=-1, keepdims=True)\n"
 # question of the function the bug is in; checks of later questions that call that function fail
 # too and say so (`needs`).
 BUGS = {
+    # numpy's global generator reseeded "to be safe" beside the right generator: the same parameters, but every
+    # other draw of the program then depends on this call (the train_ffnn check calls it without a start too)
+    "init_params also seeds numpy's global generator (np.random.seed)": (
+        [("    rng = np.random.default_rng(seed)\n    return {\n",
+          "    np.random.seed(seed)  # reproducible\n    rng = np.random.default_rng(seed)\n    return {\n")],
+        {"ffnn_init_hidden", "train_steps_hidden"}),
     "softmax without subtracting the max": (
         [("    exp = np.exp(z - z.max(axis=-1, keepdims=True))", "    exp = np.exp(z)")],
         # Q2 calls softmax on logits of +-1000, the model (Q4) at saturation

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from autograder.checking.remote import InProcessChannel, Student
-from autograder.checking.torch_checks import (assert_causal, assert_device_agnostic, assert_global_generator_untouched,
-                                     assert_permutation_equivariant, gradcheck)
+from autograder.checking.purity import assert_global_generators_untouched
+from autograder.checking.torch_checks import (assert_causal, assert_device_agnostic, assert_permutation_equivariant,
+                                              gradcheck)
 from autograder.errors import CheckFailed
 
 CODE = '''
@@ -217,8 +218,8 @@ def test_a_training_loop_with_a_cpu_tensor_fails(student, linear):
 def test_the_global_generator_check_catches_a_reseed_and_a_draw_without_generator(student):
     for name in ("reseeds_global", "draws_global"):
         with pytest.raises(CheckFailed, match="global random generator"):
-            assert_global_generator_untouched(student, lambda: getattr(student, name)(3), name, seed=11)
-    assert_global_generator_untouched(student, lambda: student.own_generator(3), "own_generator", seed=11)
+            assert_global_generators_untouched(student, lambda: getattr(student, name)(3), name, seed=11)
+    assert_global_generators_untouched(student, lambda: student.own_generator(3), "own_generator", seed=11)
 
 
 def test_gradcheck_passes_autograd_and_catches_a_cut_graph(student):

@@ -27,7 +27,7 @@ from autograder.checking.compare import as_array, as_bool, assert_close, assert_
 from autograder.checking.gradients import assert_gradient, finite_difference
 from autograder.checking.properties import spans
 from autograder.checking.provenance import assert_descends, start_profile
-from autograder.checking.purity import call_pure, call_twice
+from autograder.checking.purity import assert_global_generators_untouched, call_pure, call_twice
 from autograder.checking.reference_results import reference_result
 from autograder.errors import CheckFailed
 from autograder.sandbox.support import SmoothFunction, word_ids, word_vocab
@@ -442,9 +442,11 @@ def init_problem(params: dict, V: int, d: int, H: int, k: int) -> str | None:
 
 
 @check(4, 1, "init_params: shapes, float64, zero biases; E's mean, spread and shape; W and U centred with the "
-             "right range; the default context; reproducible by seed", uses=("init_params",),
+             "right range; the default context; reproducible by seed; the global generators left alone",
+       uses=("init_params",),
        hint="E ~ rng.normal(0.0, 0.1); W ~ rng.uniform(-1, 1) / sqrt(context*dim); U ~ rng.uniform(-1, 1) / "
-            "sqrt(hidden); biases np.zeros; one rng = np.random.default_rng(seed).")
+            "sqrt(hidden); biases np.zeros; one rng = np.random.default_rng(seed) (never np.random.seed: numpy's "
+            "global generator is the rest of the program's).")
 def ffnn_init_hidden(t):
     V, d, H, k = 400, 25, 30, 3
     what = f"init_params({V}, {d}, {H}, {k}, seed=11)"
@@ -464,6 +466,7 @@ def ffnn_init_hidden(t):
         raise CheckFailed(f"{what}: W and U are made of the same random numbers (W[0, :20] * sqrt(context*dim) == "
                           "U's first 20 * sqrt(hidden)): the generator was re-created for each parameter. Make one "
                           "rng = np.random.default_rng(seed) and draw E, W and U from it in turn.")
+    assert_global_generators_untouched(t.student, lambda: t.student.init_params(V, d, H, k, 11), what, seed=20261127)
     other = param_dict(t.student.init_params(V, d, H, k, 12), what)
     for name in ("E", "W", "U"):
         if np.array_equal(as_array(other[name])[0], as_array(params[name])[0]):
@@ -873,6 +876,8 @@ def train_steps_hidden(t):
     what = f"train_ffnn(ids (60,), {STEP_V}, ..., steps=3, seed={s['seed']})"
     first, _ = parts(call_twice(t.student.train_ffnn, stream, STEP_V, what=what, **settings), 2, what)
     other, _ = parts(t.student.train_ffnn(stream, STEP_V, **{**settings, "seed": s["seed"] + 1}), 2, what)
+    assert_global_generators_untouched(t.student, lambda: t.student.train_ffnn(stream, STEP_V, **settings), what,
+                                       seed=20261127)
     first, other = param_dict(first, what), param_dict(other, what)
     if all(np.array_equal(as_array(first[n])[0], as_array(other[n])[0]) for n in ("E", "W", "U")):
         raise CheckFailed(f"{what}: seeds {s['seed']} and {s['seed'] + 1} give the same parameters; start from "

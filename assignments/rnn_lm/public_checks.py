@@ -17,11 +17,10 @@ import torch
 from autograder.checking import chi_square, properties
 from autograder.checking.checks import check
 from autograder.checking.compare import as_array, assert_close, assert_equal
-from autograder.checking.purity import call_pure, call_twice
+from autograder.checking.purity import assert_global_generators_untouched, call_pure, call_twice
 from autograder.checking.remote import StudentError
 from autograder.checking.training import float_list, spelled
-from autograder.checking.torch_checks import (assert_device_agnostic, assert_global_generator_untouched, float32_of,
-                                     load_weights, output, randn)
+from autograder.checking.torch_checks import assert_device_agnostic, float32_of, load_weights, output, randn
 from autograder.errors import CheckFailed
 
 F32, F64 = torch.float32, torch.float64
@@ -377,7 +376,7 @@ def public_sample(t):
     what = "sample(TableModel, [0, 1], 4, 2, temperature=0.5, seed=7)"
     call_twice(t.student.sample, model, [0, 1], 4, 2, temperature=0.5, seed=7, what=what)
     call_pure(t.student.sample, model, [0, 1], 4, 2, temperature=0.5, seed=7, what=what)
-    assert_global_generator_untouched(t.student, lambda: t.student.sample(model, [0, 1], 4, 2, 0.5, 7), what, seed=99)
+    assert_global_generators_untouched(t.student, lambda: t.student.sample(model, [0, 1], 4, 2, 0.5, 7), what, seed=99)
     assert_equal(t.student.sample(model, [0, 1], 0, 2, 0.5, 7), [], what.replace("4", "0", 1) + " (no new token)")
     # every sequence of at most 2 tokens, and its probability under softmax(logits / 0.5)
     logits = table.numpy() / 0.5

@@ -38,10 +38,9 @@ import numpy as np
 import torch
 
 from autograder.checking.compare import assert_close, assert_equal
-from autograder.checking.purity import call_pure
+from autograder.checking.purity import assert_global_generators_untouched, call_pure
 from autograder.checking.remote import StudentError
-from autograder.checking.torch_checks import (MODULE_TOLERANCES, assert_device_agnostic,
-                                              assert_global_generator_untouched)
+from autograder.checking.torch_checks import MODULE_TOLERANCES, assert_device_agnostic
 from autograder.errors import CheckFailed
 
 # the order they run in: plain inputs first
@@ -331,11 +330,11 @@ def check_gradients(graded: Graded, sample: Sample) -> None:
 
 
 def check_generator(student, graded: Graded) -> None:
-    """Fail-only: the worker's global generator is read back after the call (see assert_global_generator_untouched)."""
+    """Fail-only: the worker's global generator is read back after the call (see assert_global_generators_untouched)."""
     sample = graded.generator_sample()
     call = sample.call or graded.call
     try:
-        assert_global_generator_untouched(
+        assert_global_generators_untouched(
             student, lambda: call(*side(sample.args, "student"), **side(sample.kwargs, "student")),
             f"{graded.name}({sample.label})", seed=20261127)
     except CheckFailed as exc:

@@ -17,7 +17,7 @@ import numpy as np
 from autograder.checking.remote import Remote, _describe, describe_args
 from autograder.errors import CheckFailed
 
-__all__ = ["call_pure", "call_twice", "first_difference"]
+__all__ = ["assert_global_generators_untouched", "call_pure", "call_twice", "first_difference"]
 
 
 def call_pure(fn: Remote, *args, what: str | None = None, **kwargs):
@@ -123,3 +123,32 @@ def first_difference(expected, got, path: str = "") -> str | None:
 
 def _size(value) -> str:
     return f"{type(value).__name__} of {len(value)}" if isinstance(value, (list, tuple)) else type(value).__name__
+
+
+def assert_global_generators_untouched(student, call, what: str, *, seed: int) -> None:
+    """`call()` draws only from its own generator: the global ones are left where the grader put them.
+
+    The grader seeds numpy's, Python's and (where the process has it) torch's global generators in the
+    student's process, runs the call, then takes 8 draws from each and compares them with its own draws
+    from the same seed: a call that reseeds (`np.random.seed`, `random.seed`, `torch.manual_seed` inside)
+    or draws without its own generator moves them. Fail-only.
+    """
+    import random
+
+    student.support("seed_global_generator", seed)
+    call()
+    got = np.asarray(student.support("global_draws", 8).get(), dtype=np.float64)
+    python = random.Random(seed)
+    expected = [None, np.random.RandomState(seed % 2 ** 32).random_sample(8), np.array([python.random() for _ in range(8)])]
+    if got.shape != (3, 8):
+        raise CheckFailed(f"{what}: the grader could not read the global generators back after the call.")
+    if not np.isnan(got[0]).all():  # the student's process has torch
+        import torch
+        expected[0] = torch.rand(8, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)).numpy()
+    moved = [name for name, g, e in zip(("torch's", "numpy's", "Python's `random`"), got, expected)
+             if e is not None and not np.array_equal(g, e)]
+    if moved:
+        raise CheckFailed(f"{what} changed {' and '.join(moved)} global random generator (seeding it inside, or "
+                          "drawing from it): every other random draw of the program then depends on this call. "
+                          "Draw every number from a generator made in the call from its seed.")
+

@@ -423,33 +423,6 @@ def _difference(cpu, device, where: str) -> str | None:
     return None if cpu == device else where
 
 
-def assert_global_generator_untouched(student, call, what: str, *, seed: int) -> None:
-    """`call()` draws only from its own generator: the global ones are left where the grader put them.
-
-    The grader seeds torch's, numpy's and Python's global generators in the student's process, runs
-    the call, then takes 8 draws from each and compares them with its own 8 draws from the same seed:
-    a call that reseeds (`torch.manual_seed(seed)`, `np.random.seed`, `random.seed` inside) or draws
-    without its own generator moves them. Fail-only.
-    """
-    import random
-
-    student.support("seed_global_generator", seed)
-    call()
-    got = output(student.support("global_draws", 8).get(), None, "the global generators' draws after the call")
-    python = random.Random(seed)
-    expected = torch.stack([torch.rand(8, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)),
-                            torch.from_numpy(np.random.RandomState(seed % 2 ** 32).random_sample(8)),
-                            torch.tensor([python.random() for _ in range(8)], dtype=torch.float64)])
-    if not (isinstance(got, torch.Tensor) and got.shape == expected.shape):
-        raise CheckFailed(f"{what}: the grader could not read the global generators back after the call.")
-    moved = [name for name, g, e in zip(("torch's", "numpy's", "Python's `random`"), got.double(), expected)
-             if not torch.equal(g, e)]
-    if moved:
-        raise CheckFailed(f"{what} changed {' and '.join(moved)} global random generator (seeding it inside, or "
-                          "drawing from it): every other random draw of the program then depends on this call. "
-                          "Draw every number from one torch.Generator().manual_seed(seed) made in the call.")
-
-
 def _check_real_dtype(value, args: list, what: str, follows_dtype: bool) -> None:
     """Outputs the grader received (their dtype is the data's own) follow the float inputs' dtype."""
     floats = {a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()}

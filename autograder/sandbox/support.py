@@ -151,27 +151,29 @@ def generator(seed: int):
 
 
 def seed_global_generator(seed: int) -> None:
-    """Seed the student's process's global generators (torch's, numpy's legacy one, Python's `random`)
-    before a call that must not draw from any of them."""
+    """Seed the student's process's global generators (numpy's legacy one, Python's `random`, and torch's
+    where the process has torch) before a call that must not draw from any of them."""
     import random
+    import sys
 
     import numpy as np
-    import torch
-    torch.manual_seed(int(seed))
     np.random.seed(int(seed) % 2 ** 32)
     random.seed(int(seed))
+    if "torch" in sys.modules:  # never imported here: numpy-only assignments run without torch
+        sys.modules["torch"].manual_seed(int(seed))
 
 
 def global_draws(n: int):
-    """n uniform draws from each global generator in the student's process (torch's, numpy's, Python's:
-    (3, n) float64), after that call: the grader compares them with its own draws from the same seed
-    (torch_checks.assert_global_generator_untouched)."""
+    """n uniform draws from each global generator in the student's process, after that call: a (3, n) float64
+    array of torch's (NaN where the process has no torch), numpy's and Python's. The grader compares them with
+    its own draws from the same seed (purity.assert_global_generators_untouched)."""
     import random
+    import sys
 
     import numpy as np
-    import torch
-    return torch.stack([torch.rand(int(n), dtype=torch.float64), torch.from_numpy(np.random.random_sample(int(n))),
-                        torch.tensor([random.random() for _ in range(int(n))], dtype=torch.float64)])
+    torch = sys.modules.get("torch")
+    first = torch.rand(int(n), dtype=torch.float64).numpy() if torch is not None else np.full(int(n), np.nan)
+    return np.stack([first, np.random.random_sample(int(n)), np.array([random.random() for _ in range(int(n))])])
 
 
 def optimizer_run(class_name: str):
