@@ -9,7 +9,7 @@ a hand-written check beside it. Before the matrix, each of them got full marks o
 import pytest
 
 from autograder.authoring import assignments
-from tests.helpers import edited_solution
+from tests.helpers import edited_solution, failing_in_process
 
 TRAININGS = {"shakespeare_lstm", "public_q7", "seq2seq_reversal", "shakespeare_perplexity", "synthetic_perplexity",
              "seq2seq_sorting", "public_train"}
@@ -219,10 +219,10 @@ BUGS |= {
     "transformer filter_logits masks with a tensor made without device=": ("transformer", [(TOPK_FILL,
         '        minus_inf = torch.full(logits.shape, float("-inf"), dtype=logits.dtype)  # on the CPU\n'
         '        logits = torch.where(logits < kth, minus_inf, logits)\n')],
-        "7", {"filter_boundaries": "device"}),
+        "7", {"filter_boundaries": "device", "public_generation": "device"}),
     "transformer generate seeds a CPU generator whatever the input's device": ("transformer", [(
         "    generator = torch.Generator(device=idx.device).manual_seed(seed)",
-        "    generator = torch.Generator().manual_seed(seed)")], "7", {"generate_greedy": "device"}),
+        "    generator = torch.Generator().manual_seed(seed)")], "7", {"generate_greedy": "device", "public_generation": "device"}),
     "transformer greedy_decode's BOS column without device=": ("transformer", [(
         "    out = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)",
         "    out = torch.full((src.shape[0], 1), bos, dtype=torch.long)")], "8", {"greedy_decode_matches": "device"}),
@@ -467,6 +467,16 @@ def test_transformer_q5_bug_fails_exactly_its_property(bug, monkeypatch):
     assert set(failed) == set(expected), failed
     for name, prop in expected.items():
         assert failed[name].startswith(f"property `{prop}`"), failed[name]
+
+
+def test_transformer_q5_generator_bugs_fail_the_public_check_too():
+    """public_training_pieces runs the generator property on the calls it makes, so students see these too (it is
+    left out of q5_failures with the trainings: its name starts with public_train)."""
+    for bug, (replacements, expected) in Q5_BUGS.items():
+        if "generator" in expected.values():
+            failed = failing_in_process("transformer", edited_solution("transformer", replacements),
+                                        {"public_training_pieces"})
+            assert failed == {"public_training_pieces"}, bug
 
 
 def test_transformer_staff_solution_passes_q5(monkeypatch):

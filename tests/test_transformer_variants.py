@@ -317,7 +317,7 @@ BUGS = {
     "filter_logits masks with a tensor made without device=": (
         [('        logits = logits.masked_fill(logits < kth, float("-inf"))',
           '        logits = torch.where(logits < kth, torch.full(logits.shape, float("-inf"), dtype=logits.dtype), logits)')],
-        {"7"}, {"filter_boundaries"}),
+        {"7"}, {"filter_boundaries", "public_generation"}),  # generate calls filter_logits: its public device probe
     "generate normalises exp(logits / T) by hand": (
         [(SAMPLE_PROBS, "            weights = torch.exp(filter_logits(logits, temperature, top_k, top_p))\n"
                         "            probs = weights / weights.sum(dim=-1, keepdim=True)")], {"7"},

@@ -365,6 +365,12 @@ def public_training_pieces(t):
     x, _ = t.student.get_batch(torch.arange(20), 300, 17, 11)
     assert_equal(sorted(set(x[:, 0].tolist())), [0, 1, 2], "get_batch(arange(20), 300, 17, seed 11): the starts drawn "
                  "(with 20 tokens and block_size 17, the crops starting at 0, 1 and 2 all have a next token)")
+    # the generator property on calls made above: a deterministic step, clipping and crops drawn from `seed` alone
+    # leave torch's (and numpy's, Python's) global generators where the grader put them
+    properties.run_generator(t, "adamw_step", t.student.adamw_step, "p, g, zeros, zeros, step=1, lr=0.1, wd=0.1",
+                             (p, g, m, v, 1, 0.1, (0.9, 0.999), 1e-8, 0.1))
+    properties.run_generator(t, "clip_grads", t.student.clip_grads, "a (3, 4) and a (5,) gradient, 1.0", (grads, 1.0))
+    properties.run_generator(t, "get_batch", t.student.get_batch, "data (30,), 4, 6, seed 0", (data, 4, 6, 0))
 
 
 def public_adamw_class(t):
@@ -407,6 +413,9 @@ def public_adamw_class(t):
             got = handle.get()
             assert_close(got.detach() if isinstance(got, torch.Tensor) else got, expected[number][i], what + (" (lr=0.0 is a learning rate of zero, not "
                          "'no lr given': test `lr is None`)" if lr == 0.0 else ""))
+    for handle, g in zip(handles, grads[0]):
+        handle.backward(g)
+    properties.run_generator(t, "AdamW.step", opt.step, "a fifth step() with fresh gradients", ())
 
 
 @check(6, 1, "train_lm: three steps on varied ids and one from a confident init, from a given init_state", public=True,
@@ -484,6 +493,9 @@ def public_generation(t):
         raise CheckFailed("generate(model, idx (3, 2), 6, temperature=0.9, top_k=3, seed=2) with use_cache=True and "
                           "use_cache=False gave different tokens: both paths must sample from softmax(filter_logits(logits, "
                           "temperature, top_k, top_p)) with the one generator made from `seed`.")
+    # on a non-CPU device (a simulated accelerator with real values): the generator, masks and tokens made there
+    properties.run_device(t, "generate", t.student.generate, "model, idx (3, 2), 6, temperature=0.9, top_k=3, seed=2",
+                          (model, prompt, 6), sampling, follows_dtype=False)
 
 
 S2S_PUBLIC = dict(vocab_size=11, d_model=8, n_heads=2, d_ff=12, n_layers=1, max_len=9)
