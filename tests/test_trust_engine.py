@@ -476,7 +476,10 @@ def test_a_replaced_op_vjp_gains_nothing_in_the_attention_assignment(tmp_path):
         outputs = {r.name: r.output for r in report.results}
     assert scores["honest"]["mha_gradients"] is False  # the cut graph is caught ...
     assert scores["attack"]["mha_gradients"] is False  # ... and fabricated gradients do not hide it
-    assert "finite differences" in outputs["mha_gradients"]  # (the fabricated ones were checked, and failed)
+    # the fabricated gradients were checked, and failed: against central differences of the forward, or (the
+    # matrix's `extremes`, which run first) against the reference's gradients
+    out = outputs["mha_gradients"]
+    assert "finite differences" in out or ("property `extremes`" in out and "the gradient w.r.t." in out), out
     assert sum(scores["attack"].values()) <= sum(scores["honest"].values())
 
 
