@@ -175,7 +175,7 @@ def run(t, graded: Graded, properties=PROPERTIES) -> None:
     """Every property of `properties` that `graded` declares samples for, in the order of PROPERTIES.
 
     `t` is the check's context. The generator property applies to every function (each takes tensors or a
-    model): a deterministic one must not touch torch's global generator either (`torch.manual_seed(0)` inside)."""
+    model): a deterministic one must not touch the global generators either (`torch.manual_seed(0)` inside)."""
     for prop in properties:
         if prop == "positions":
             for reads in graded.samples.get(prop, ()):
@@ -461,7 +461,7 @@ def run_device(t, name: str, call, label: str, args: tuple, kwargs: dict | None 
                **options) -> None:
     """The `device` property of one call of `call` (`options`: OnDevice's), for a function whose values are
     checked by hand (a training loop, a sampler); with `generator`, the `generator` property of the same call
-    on the CPU first (for a function that must not touch torch's global generator: not one that seeds it by
+    on the CPU first (for a function that must not touch the global generators: not one that seeds them by
     contract)."""
     args, kwargs = tuple(args), dict(kwargs or {})
     run(t, Graded(name, call, None, {"device": [OnDevice(label, args, kwargs, **options)]},
