@@ -443,6 +443,7 @@ def test_bug_fails_exactly_its_property(bug):
 
 @pytest.mark.parametrize("assignment, question", [("rnn_lm", "1"), ("rnn_lm", "2"), ("rnn_lm", "3"), ("rnn_lm", "6"), ("rnn_lm", "8"),
                                                      ("transformer", "1"), ("transformer", "2"), ("transformer", "3"),
+                                                     ("transformer", "4"),
                                                      ("transformer", "7"), ("transformer", "8"),
                                                      ("attention", "1"), ("attention", "4"), ("attention", "5"),
                                                      ("attention", "6")])
@@ -616,3 +617,27 @@ def test_positions_names_the_property_and_what_the_run_read():
     assert message == ("property `positions` of train, input chunks: positions visited: step 2 read positions 0-3 (the "
                        "rows of the input embedding that moved), where it should read 4-7; in all, the run read only "
                        "the first 1% of the stream (positions 0-3 of 401) in 2 steps."), message
+
+
+# causal: each model that may not see the future declares a `Causal` call; these bugs see it, and the check
+# that states causality fails through the property (other checks may catch them by value too)
+CAUSAL_BUGS = {
+    "transformer TransformerLM builds its blocks with causal=False": ("transformer", [(
+        "rope=positions == \"rope\") for _ in range(n_layers)])",
+        "rope=positions == \"rope\", causal=False) for _ in range(n_layers)])")], "4", "lm_causal"),
+    "transformer pre-norm Block attends without its causal flag": ("transformer", [(
+        "            a = self.attn(self.norm1(x), causal=self.causal, cache=cache)",
+        "            a = self.attn(self.norm1(x), cache=cache)")], "3", "block_causal"),
+    "rnn_lm RNNLM adds the sequence's mean embedding to every position (a 'global context')": ("rnn_lm", [(
+        "        outputs, state = self.rnn(self.embedding(tokens), state)  # (B, T, H)",
+        "        emb = self.embedding(tokens)\n"
+        "        outputs, state = self.rnn(emb + emb.mean(dim=1, keepdim=True), state)  # (B, T, H)")], "3",
+        "rnnlm_causal"),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(CAUSAL_BUGS))
+def test_causal_property_catches_a_model_that_sees_the_future(bug):
+    assignment, replacements, question, check = CAUSAL_BUGS[bug]
+    failed = failures_in_process(assignment, edited_solution(assignment, replacements), question)
+    assert failed[check].startswith("property `causal`") and "sees the future" in failed[check], failed

@@ -242,6 +242,16 @@ def test_causality_by_perturbation(student):
         assert_causal(lambda x: student.total_mean(x), x64(2, 5, 3), "total_mean", rng=rng)
 
 
+def test_causality_of_token_ids_redraws_every_later_id():
+    """Token ids are redrawn to another id (never the same one), so a lookup that reads the last token fails at
+    every position, and a running count of each id's earlier occurrences passes."""
+    rng, table = np.random.default_rng(2), torch.randn(7, 3, dtype=torch.float64)
+    ids = torch.from_numpy(rng.integers(0, 7, (2, 6)))
+    assert_causal(lambda x: table[x].cumsum(1), ids, "prefix sums", rng=rng, vocab=7)
+    with pytest.raises(CheckFailed, match="position 4 sees the future"):
+        assert_causal(lambda x: table[x] + table[x[:, -1:]], ids, "last token", rng=rng, vocab=7, positions=(4,))
+
+
 def test_permutation_equivariance(student):
     rng = np.random.default_rng(2)
     assert_permutation_equivariant(lambda x: student.square(x), x64(2, 6, 3), "square", rng=rng)

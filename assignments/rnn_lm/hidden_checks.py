@@ -27,7 +27,7 @@ from autograder.checking import chi_square, properties
 from autograder.checking.checks import check
 from autograder.checking.compare import (as_array, assert_close, assert_dtype, assert_equal, assert_shape, explain_library_error,
                                 library_advice, parts)
-from autograder.checking.perplexity import assert_perplexity
+from autograder.checking.perplexity import judge_trained_perplexity
 from autograder.checking.provenance import assert_descends, start_profile
 from autograder.checking.purity import call_pure, call_twice
 from autograder.checking.reference_results import reference_result
@@ -350,25 +350,13 @@ def rnnlm_tied(t):
                           "emb_dim == hidden_size.")
 
 
-def lm_tokens_causal(model, tokens, V: int, what: str, rng) -> None:
-    """Changing the tokens after position p never changes the logits at positions <= p."""
-    base = output(parts(model(tokens), 2, what)[0], None, what)
-    for p in range(tokens.shape[1] - 1):
-        changed = tokens.clone()
-        changed[:, p + 1:] = torch.from_numpy(rng.integers(0, V, size=tuple(changed[:, p + 1:].shape)))
-        after = output(parts(model(changed), 2, what)[0], None, what)
-        try:
-            assert_close(after[:, :p + 1], base[:, :p + 1], "")
-        except CheckFailed:
-            raise CheckFailed(f"{what}: changing the tokens after position {p} changed the logits at positions "
-                              f"0..{p}: the model sees the future.") from None
-
-
 @check(3, 1, "RNNLM is causal: later tokens never change earlier logits", uses=LM_USES, needs=LM_NEEDS)
 def rnnlm_causal(t):
     V, E, H = 10, 4, 6
     model = student_lm(t, "lstm", V, E, H, lm_weights(t, "lstm", V, E, H), F64)
-    lm_tokens_causal(model, random_tokens(t, 3, 6, V), V, f"RNNLM({V}, {E}, {H})", t.rng)
+    properties.run(t, properties.Graded(f"RNNLM({V}, {E}, {H})", model, None, {"causal": [properties.Causal(
+        "tokens (3, 6)", (random_tokens(t, 3, 6, V),), vocab=V, output_index=0, advice=" Feed the tokens left to "
+        "right, each step reading only the state of the ones before it.")]}), ("causal",))
 
 
 LOUD = 2000.0  # weights scaled so that logits are of thousands: exp(z) overflows even in float64
@@ -623,9 +611,7 @@ def embedding_reads(t, fn: str, label: str, models: tuple, weights: dict, table:
     def student_table(k: int):
         model = models[0]()
         getattr(t.student, fn)(model, *data, steps=k, **settings)
-        state = model.state_dict()
-        got = state.get(table) if isinstance(state, dict) else None
-        return got[rows] if isinstance(got, torch.Tensor) and got.shape == weights[table].shape else None
+        return properties.state_table(model.state_dict(), table, weights[table], rows)
 
     def reference_table(k: int):
         model = models[1]()
@@ -1076,16 +1062,12 @@ def _q7_threshold_run(ref, settings_key: str) -> dict:
             "start": start_profile(init, model.state_dict())}
 
 
-@reference_result("q7-shakespeare")
-def reference_q7(ref) -> float:
-    """The reference's own training with the threshold run's weights and the settings, scored like a submission."""
-    return q7_threshold_run(ref)["perplexity"]
-
-
-@reference_result("q7-start")
-def reference_q7_start(ref) -> dict:
-    """How much of its start each matrix of the reference's Q7 run keeps (`start_profile`)."""
-    return q7_threshold_run(ref)["start"]
+@reference_result("q7-shakespeare", "q7-start")
+def reference_q7(ref) -> tuple:
+    """(test perplexity, start profile) of the reference's own training from the threshold run's weights and the
+    settings, scored like a submission: how much of its start each matrix keeps (`start_profile`)."""
+    run = q7_threshold_run(ref)
+    return run["perplexity"], run["start"]
 
 
 def replay_first_steps(t, name: str, model, data: tuple, reference: nn.Module, ref_data: tuple, settings: dict,
@@ -1121,27 +1103,15 @@ def shakespeare_lstm(t):
     with library_advice(TBPTT_USES):
         float_list(t.student.train_lm(model, stream, **Q7_SETTINGS), what, Q7_SETTINGS["steps"])
     state = checked_state(model.state_dict(), init, what)
-    profile = t.cached("q7-start", lambda: reference_q7_start(t.ref))
+    profile = t.cached("q7-start", lambda: q7_threshold_run(t.ref)["start"])
     assert_descends(init, state, profile, what, least=START_LEAST, mean=START_MEAN)
     judge_q7(t, what, test_perplexity(state, test_ids), V)
 
 
 def judge_q7(t, what: str, ppl: float, V: int) -> None:
-    """Q7's verdict on the test-play perplexity of the trained weights, in fixed words (issue 30).
-
-    Why no figure: the weights are the student's code's choice and the test plays are held out, so a
-    perplexity shown to 3 decimals is an oracle on them (about 10 bits a submission). The student sees
-    the rule and its side; the figure goes only to the TA's leaderboard."""
-    if not math.isfinite(ppl) or ppl > 2 * V:
-        raise CheckFailed(f"{what}: the trained weights' perplexity on the test plays is not finite or worse than "
-                          f"guessing uniformly among {V} characters: training went uphill or diverged.")
-    reference = t.cached("q7-shakespeare", lambda: reference_q7(t.ref))
-    if ppl < reference * 0.7:
-        raise CheckFailed(f"{what}: the perplexity on the test plays is far below what these settings reach (under "
-                          "0.7 x the reference's after the same training); the grader does not trust it.")
-    t.publish("rnn_lm Q7: test perplexity per character", ppl)  # kept only if the check passes; TA-only by default
-    t.note(assert_perplexity(ppl, reference * (1 + PPL_MARGIN), "Your trained LSTM on the test plays (per character)",
-                             rule=f"{1 + PPL_MARGIN:.2f} x the reference's after the same training"))
+    judge_trained_perplexity(t, what, ppl, V, t.cached("q7-shakespeare", lambda: q7_threshold_run(t.ref)["perplexity"]),
+                             PPL_MARGIN, "Your trained LSTM on the test plays (per character)",
+                             "rnn_lm Q7: test perplexity per character")
 
 
 # ---- Q8: encoder-decoder with attention ---------------------------------------------------------

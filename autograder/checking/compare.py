@@ -58,11 +58,12 @@ def _as_array(value) -> tuple[np.ndarray, str]:
     return arr, arr.dtype.name
 
 
-def parts(value, n: int, what: str) -> list:
-    """A returned tuple of n values, or a clear failure."""
+def parts(value, n: int, what: str, names: str = "") -> list:
+    """A returned tuple of n values (`names` as the docstring writes them: "(x, y)"), or a clear failure."""
     if not isinstance(value, (tuple, list)) or len(value) != n:
-        raise CheckFailed(f"{what}: expected a tuple of {n} values, got {type(value).__name__}"
-                          + (f" of length {len(value)}" if isinstance(value, (tuple, list)) else ""))
+        raise CheckFailed(f"{what}: expected a tuple of {n} values{' ' + names if names else ''}, got "
+                          f"{type(value).__name__}" + (f" of length {len(value)}" if isinstance(value, (tuple, list))
+                                                        else ""))
     return list(value)
 
 

@@ -45,6 +45,30 @@ def assert_perplexity(ppl: float, threshold: float, what: str, *, floor: float |
     return f"{line}: within the threshold."
 
 
+BELOW_REFERENCE = 0.7  # a trained model under this share of the reference's perplexity has seen the test text
+
+
+def judge_trained_perplexity(t, what: str, ppl: float, vocab: int, reference: float, margin: float, label: str,
+                             board: str) -> None:
+    """The verdict on a trained model's perplexity on held-out text, in fixed words (issue 30), for a
+    training function graded against the reference's run with the same settings: at most (1 + `margin`) x
+    `reference`, and not below BELOW_REFERENCE x it.
+
+    Why no figure: the weights are the student's code's choice and the text is held out, so a perplexity
+    shown to 3 decimals is an oracle on it (about 10 bits a submission). The student sees the rule and its
+    side; the figure goes only to the TA's leaderboard (`board`), and only when the check passes."""
+    if not math.isfinite(ppl) or ppl > 2 * vocab:
+        raise CheckFailed(f"{what}: the perplexity on the held-out text is not finite or no better than a uniform "
+                          f"guess over {vocab} tokens: training went uphill or diverged.")
+    if ppl < reference * BELOW_REFERENCE:
+        raise CheckFailed(f"{what}: the perplexity on the held-out text is far below what these settings reach "
+                          f"(under {BELOW_REFERENCE} x the reference's after the same training); the grader does not "
+                          "trust it. No points.")
+    t.publish(board, ppl)
+    t.note(assert_perplexity(ppl, reference * (1 + margin), label,
+                             rule=f"{1 + margin:.2f} x the reference's after the same training"))
+
+
 # ---- scoring a language model from whole next-token distributions ----------------------------------
 #
 # Why: a model's own `logprob(word, context)` is a number the student's code chose, and a held-out

@@ -18,6 +18,9 @@ same way for all of them:
 - `device`: each `OnDevice` call runs on a simulated non-CPU device, in each of its float dtypes, with the
   values of the same run on the CPU (`assert_device_agnostic`: fail-only, as everything the worker reports
   about devices); a pass leaves its note ("ran on a non-CPU device ...") on the check;
+- `causal`: each `Causal` call, its sequence argument changed after position p (token ids redrawn, float
+  inputs moved by noise), leaves the outputs at positions 0..p as they were (`assert_causal`), for every
+  position p: a decoder, a language model or a block that sees the future fails;
 - `positions`: the positions of a stream a training function visits (`Reads`): every step reads what
   the reference's step reads (a loop that walks the stream), or random crops spread over the whole
   stream (a loop that samples it). Measured on the weights the run returns: on a stream whose token
@@ -40,11 +43,12 @@ import torch
 from autograder.checking.compare import assert_close, assert_equal
 from autograder.checking.purity import assert_global_generators_untouched, call_pure
 from autograder.checking.remote import StudentError
-from autograder.checking.torch_checks import MODULE_TOLERANCES, assert_device_agnostic
+from autograder.checking.torch_checks import (CAUSAL_ADVICE, MODULE_TOLERANCES, assert_causal, assert_device_agnostic,
+                                              output)
 from autograder.errors import CheckFailed
 
 # the order they run in: plain inputs first
-PROPERTIES = ("shapes", "edges", "extremes", "inputs", "generator", "device", "positions")
+PROPERTIES = ("shapes", "edges", "extremes", "inputs", "generator", "device", "causal", "positions")
 GRAD_TOL = (1e-7, 1e-9)
 HINTS = {"extremes": " At inputs this large, exp by hand overflows (inf / inf is NaN, log(0) is -inf) and a "
                      "probability rounds to 0: use torch.softmax, log_softmax, tanh and sigmoid, and compare logits.",
@@ -92,13 +96,30 @@ class OnDevice:
     move_data: bool = True
 
 
+@dataclass(frozen=True)
+class Causal:
+    """One call of a graded function for the `causal` property: `args[arg]` is a sequence (B, T, ...), token ids
+    among `vocab` or floats; `output_index` picks the output of a tuple, `positions` the p tried (default all)."""
+    label: str
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    arg: int = 0
+    vocab: int | None = None
+    output_index: int | None = None
+    positions: tuple | None = None
+    call: object = None  # the student's callable for this call, when not the function's (a module)
+    tol: tuple = (1e-9, 1e-9)  # float64 outputs: a change at the positions kept is a real one
+    advice: str = CAUSAL_ADVICE
+
+
 @dataclass
 class Graded:
     """A graded function: the student's callable, the reference's, and its samples by property."""
     name: str
     call: object
     reference: object
-    samples: dict = field(default_factory=dict)  # property name -> [Sample] ([Reads] for positions, [OnDevice] for device)
+    samples: dict = field(default_factory=dict)  # property name -> [Sample] ([Reads] for positions, [OnDevice] for
+    # device, [Causal] for causal)
     generator: Sample | None = None  # the call that must leave torch's global generator alone (default: the first)
 
     def generator_sample(self) -> Sample | None:
@@ -126,6 +147,13 @@ class Reads:
     draws: int = 0
     hint: str = ""  # how the function should walk or sample the stream, in the assignment's words
     checkpoints: tuple = ()  # increasing step counts, the last `steps` (default: 1, 2, .., steps)
+
+
+def state_table(state, name: str, like: torch.Tensor, rows=slice(None)):
+    """`state[name][rows]` from the state dict a training returned, for a `Reads` table: None when it is not a
+    tensor of `like`'s shape (other checks say why)."""
+    table = state.get(name) if isinstance(state, dict) else None
+    return table[rows] if isinstance(table, torch.Tensor) and table.shape == like.shape else None
 
 
 # A loop that samples: the stream in SPREAD_PARTS equal parts, each must hold at least SPREAD_SHARE of the
@@ -188,6 +216,10 @@ def run(t, graded: Graded, properties=PROPERTIES) -> None:
         if prop == "device":
             for probe in graded.samples.get(prop, ()):
                 check_device(t, graded, probe)
+            continue
+        if prop == "causal":
+            for probe in graded.samples.get(prop, ()):
+                check_causal(graded, probe)
             continue
         for sample in graded.samples.get(prop, ()):
             check_sample(graded, prop, sample)
@@ -352,6 +384,23 @@ def check_device(t, graded: Graded, probe: OnDevice) -> None:
         raise CheckFailed(f"property `device` of {what}: {str(exc).removeprefix(what).lstrip(': ')}") from None
     if note and t is not None:
         t.note(f"property `device` of {note}")
+
+
+def check_causal(graded: Graded, probe: Causal) -> None:
+    """Outputs at positions 0..p never change when the sequence changes after p (see `Causal`)."""
+    call, args = probe.call or graded.call, list(probe.args)
+
+    def at(x):
+        out = call(*args[:probe.arg], x, *args[probe.arg + 1:], **probe.kwargs)
+        return output(out, probe.output_index, f"{graded.name}({probe.label})")
+
+    what = f"property `causal` of {graded.name}, input {probe.label}"
+    rng = np.random.default_rng(zlib.crc32(what.encode()))
+    try:
+        assert_causal(at, args[probe.arg], what, positions=probe.positions, rng=rng, tol=probe.tol, vocab=probe.vocab,
+                      advice=probe.advice)
+    except StudentError as exc:
+        raise CheckFailed(f"{what}: your code raised an error ({_first_line(str(exc))})") from None
 
 
 MOVED = 1e-9  # a row read moves by lr x its gradient (1e-4 or more here); one not read by exactly 0, or, where

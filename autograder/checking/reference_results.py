@@ -12,8 +12,9 @@ __all__ = ["reference_result", "load_reference_results", "cached_result"]
 _REFERENCE_RESULTS: dict[str, dict] = {}  # cache tag -> {key: JSON value}, per grader process
 
 
-def reference_result(key: str):
-    """Register `compute(ref) -> JSON value` under `key` in a check module.
+def reference_result(*keys: str):
+    """Register `compute(ref) -> JSON value` under `key` in a check module (with several keys, `compute` returns one
+    value for each: the results of one reference run).
 
     `runner.reference_results(assignment)` (a batch, before its first worker) computes every
     registered result that is not cached yet, so grader processes only read them; `t.cached(key,
@@ -22,7 +23,7 @@ def reference_result(key: str):
     """
 
     def register(fn):
-        fn.lmgrade_reference_result = key
+        fn.lmgrade_reference_result = keys
         return fn
 
     return register
@@ -51,11 +52,12 @@ def load_reference_results(cache_tag: str, ref=None, modules=()) -> dict:
     if ref is not None:
         for module in modules:
             for fn in list(vars(module).values()):
-                key = getattr(fn, "lmgrade_reference_result", None)
-                if isinstance(key, str) and key not in results:
-                    value = fn(ref)
-                    results[key] = _copy(value)
-                    _write_reference_result(cache_tag, key, value)
+                keys = getattr(fn, "lmgrade_reference_result", None)
+                if isinstance(keys, tuple) and not all(key in results for key in keys):
+                    values = fn(ref)
+                    for key, value in zip(keys, values if len(keys) > 1 else (values,)):
+                        results[key] = _copy(value)
+                        _write_reference_result(cache_tag, key, value)
     return results
 
 

@@ -247,27 +247,36 @@ def assert_param_grads(module, ref_module: torch.nn.Module, args: list, what: st
 
 
 # ---- properties -------------------------------------------------------------------------------
+CAUSAL_ADVICE = " Check the causal mask (True = may attend) and that it is applied before the softmax."
+
+
 def assert_causal(call, x: torch.Tensor, what: str, *, time_dim: int = 1, positions=None, rng=None,
-                  tol: tuple | None = None) -> None:
+                  tol: tuple | None = None, vocab: int | None = None, advice: str = CAUSAL_ADVICE) -> None:
     """Changing inputs after position p never changes outputs at positions <= p (within `tol`, (rtol, atol);
-    default: the input dtype's)."""
+    default: the input dtype's). Float inputs move by noise; token ids (`vocab` of them) are each redrawn
+    to another id."""
     base, (rtol, atol) = call(x), tol or (None, None)
     T = x.shape[time_dim]
     for p in positions if positions is not None else range(T - 1):
         changed = x.clone()
         index = [slice(None)] * x.dim()
         index[time_dim] = slice(p + 1, None)
-        noise = rng.standard_normal(tuple(changed[tuple(index)].shape)) if rng is not None else 1.0
-        changed[tuple(index)] += torch.as_tensor(noise, dtype=x.dtype) * 3
+        size = tuple(changed[tuple(index)].shape)
+        if vocab is not None:  # another id everywhere: id + 1 + (0 .. vocab - 2), mod vocab
+            changed[tuple(index)] = (changed[tuple(index)] + 1 + torch.from_numpy(rng.integers(0, vocab - 1, size))) % vocab
+        else:
+            noise = rng.standard_normal(size) if rng is not None else 1.0
+            changed[tuple(index)] += torch.as_tensor(noise, dtype=x.dtype) * 3
         after = call(changed)
         keep = [slice(None)] * x.dim()
         keep[time_dim] = slice(0, p + 1)
+        expected = base[tuple(keep)]
         try:  # tolerance of the input's dtype: the student's output dtype must not loosen it
-            assert_close(after[tuple(keep)], base[tuple(keep)].to(x.dtype), "", rtol=rtol, atol=atol)
+            assert_close(after[tuple(keep)], expected if vocab is not None else expected.to(x.dtype), "", rtol=rtol,
+                         atol=atol)
         except CheckFailed:
             raise CheckFailed(f"{what}: changing the input after position {p} changed the output at positions "
-                              f"0..{p}, so position {p} sees the future. Check the causal mask (True = may attend) "
-                              "and that it is applied before the softmax.") from None
+                              f"0..{p}, so position {p} sees the future.{advice}") from None
 
 
 def assert_permutation_equivariant(call, x: torch.Tensor, what: str, *, rng, time_dim: int = 1) -> None:
