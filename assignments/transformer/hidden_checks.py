@@ -725,9 +725,7 @@ def adamw_class(t):
             got = handle.get()
             label = (f"{what}, then {', '.join(done)} (each after fresh gradients on tensors 0-2; tensor 3 never "
                      f"has one): tensor {i} {tuple(leaf.shape)}")
-            if not isinstance(got, torch.Tensor):
-                raise CheckFailed(f"{label}: the parameter is no longer a tensor")
-            if i == 3 and not torch.equal(got.detach(), params[3]):
+            if i == 3 and isinstance(got, torch.Tensor) and not torch.equal(got.detach(), params[3]):
                 raise CheckFailed(f"{label} changed; a parameter whose .grad is None is skipped (no update, no decay)")
             close(got.detach(), leaf.detach(), f"{label} (vs torch.optim.AdamW with the same settings)", F64)
     # the signature's defaults (torch.optim.AdamW's): with gradients of about 1e-7, eps decides the step
@@ -925,21 +923,29 @@ FIRST_STEPS_FROM = f"after {FIRST_STEPS} steps from the init_state the grader se
 
 
 def trained_lm(t, task: str, data, config, settings, what) -> dict:
-    """The student's train_lm run from this submission's secret start, shown to descend from it.
-
-    Two steps first, which must equal the grader's own from the same start and batches; then the
-    whole run, whose matrices must keep enough of the trace of that start that the reference's own run keeps.
-    """
-    init = t.secret_state("initial weights", lambda: t.ref.TransformerLM(**config))
-    settings = secret_settings(t, settings)
+    """The student's train_lm run from this submission's secret start, shown to descend from it (`trained`)."""
     names = {k: torch.empty(s) for k, s in lm_shapes(**config).items()}
     handle = t.student.put(data, "training ids")
-    short, label = dict(settings, steps=FIRST_STEPS), f"{what}, steps={FIRST_STEPS}"
-    first, _ = checked_run(t.student.train_lm(handle, config, short, init), names, label)
-    assert_same_steps(first, grader_steps(t.ref, config, short, init, data, FIRST_STEPS)[0], label, FIRST_STEPS_FROM)
-    state, _ = checked_run(t.student.train_lm(handle, config, settings, init), names, what)
+    state = trained(t, task, lambda: t.ref.TransformerLM(**config), settings, lambda s, init, w: checked_run(
+        t.student.train_lm(handle, config, s, init), names, w)[0], lambda s, init: grader_steps(
+        t.ref, config, s, init, data, s["steps"])[0], what)
     if not torch.equal(state["head.weight"], state["tok_emb.weight"]):
         raise CheckFailed(f"{what}: head.weight and tok_emb.weight differ; with tie_weights=True they are one tensor")
+    return state
+
+
+def trained(t, task: str, build, settings: dict, train, grader, what: str) -> dict:
+    """A training function's run (`train(settings, init, what)`: the student's, its weights checked) from this
+    submission's secret start (the weights `build()` makes), shown to descend from it.
+
+    Two steps first, which must equal the grader's own (`grader(settings, init)`) from the same start and batches;
+    then the whole run, whose matrices must keep enough of the trace of that start that the reference's own run
+    keeps."""
+    init = t.secret_state("initial weights", build)
+    settings = secret_settings(t, settings)
+    short, label = dict(settings, steps=FIRST_STEPS), f"{what}, steps={FIRST_STEPS}"
+    assert_same_steps(train(short, init, label), grader(short, init), label, FIRST_STEPS_FROM)
+    state = train(settings, init, what)
     assert_descends(init, state, threshold_of(t, task, "start"), what, least=START_LEAST, mean=START_MEAN)
     return state
 
@@ -1421,8 +1427,14 @@ def unmasked_lm(make_lm, make_block, cfg: dict, state: dict, load=None):
     return model
 
 
-def generate_uses_its_cache(t, cfg: dict) -> None:
-    """generate on a model whose two paths differ: use_cache=True must give the cached path's tokens."""
+USE_CACHE_HINT = (" With blocks that attend both ways, feeding the cache and recomputing model(idx) give different "
+                  "tokens. With use_cache=True feed the prompt once with an empty cache [], then only each new token "
+                  "with the cache the model returned; with use_cache=False call model(idx) on the whole sequence at "
+                  "every step, without a cache.")
+
+
+def generate_uses_its_cache(t, cfg: dict) -> list:
+    """generate's samples on a model whose two paths differ: use_cache=True must give the cached path's tokens."""
     state = lm_state(t, cfg)
     reference = unmasked_lm(t.ref.TransformerLM, t.ref.Block, cfg, state).double()
     for _ in range(20):  # a prompt for which the two paths part (the weights are random: the first one, nearly always)
@@ -1435,20 +1447,10 @@ def generate_uses_its_cache(t, cfg: dict) -> None:
         raise RuntimeError("no prompt separates the cached and the recomputed paths")
     load = lambda model, s: load_weights(t, model, s, f"TransformerLM({spelled(cfg)}) with Block(..., causal=False)")  # noqa: E731
     model = unmasked_lm(t.student.TransformerLM, t.student.Block, cfg, state, load).double().to(t.device)
-    for use_cache in (True, False):
-        what = (f"generate(your TransformerLM ({spelled(cfg)}) with every block replaced by Block(..., causal=False), "
-                f"idx {tuple(prompt.shape)}, {n}, temperature=0, use_cache={use_cache})")
-        got = call_pure(t.student.generate, model, prompt, n, 0.0, use_cache=use_cache, what=what)
-        if not isinstance(got, torch.Tensor) or got.dtype != torch.int64:
-            raise CheckFailed(f"{what} should return an int64 tensor")
-        if got.tolist() == paths[not use_cache].tolist():
-            raise CheckFailed(
-                f"{what}: with blocks that attend both ways, feeding the cache and recomputing model(idx) give different "
-                f"tokens, and these are the tokens of {'recomputing' if use_cache else 'the cache'}. "
-                + ("With use_cache=True feed the prompt once with an empty cache [], then only each new token with the "
-                   "cache the model returned." if use_cache else "With use_cache=False call model(idx) on the whole "
-                                                                 "sequence at every step, without a cache."))
-        assert_equal(got.tolist(), paths[use_cache].tolist(), what)
+    return [properties.Sample(f"your TransformerLM ({spelled(cfg)}) with every block replaced by Block(..., "
+                              f"causal=False), idx {tuple(prompt.shape)}, {n}, temperature=0, use_cache={flag}",
+                              (model, prompt, n, 0.0), {"use_cache": flag}, reference=lambda *_, flag=flag, **__:
+                              paths[flag], hint=USE_CACHE_HINT) for flag in (True, False)]
 
 
 @check(7, 1.5, "generate greedily with and without the cache: both equal the grader's greedy decoding; on a model "
@@ -1456,26 +1458,23 @@ def generate_uses_its_cache(t, cfg: dict) -> None:
        uses=CACHE + ("generate",), needs=NORMS + FFN)
 @on_students_rope
 def generate_greedy(t):
+    samples = []
     for cfg in KV_CASES:
         state = lm_state(t, cfg)
         model = make_module(t, "TransformerLM", (), cfg, state, F64)
         for prompt in (ids(t, 2, 3, V=13), ids(t, 1, 1, V=13)):
             n = cfg["max_len"] - prompt.shape[1]
-            expected = greedy_truth(state, cfg, prompt, n)
-            for use_cache in (True, False):
-                what = f"generate(model ({spelled(cfg)}), idx {tuple(prompt.shape)}, {n}, temperature=0, use_cache={use_cache})"
-                got = call_pure(t.student.generate, model, prompt, n, 0.0, use_cache=use_cache, what=what)
-                if not isinstance(got, torch.Tensor) or got.dtype != torch.int64:
-                    raise CheckFailed(f"{what} should return an int64 tensor")
-                assert_equal(got.tolist(), expected.tolist(), what)
-    for cfg in KV_CASES:
-        generate_uses_its_cache(t, cfg)
+            samples += [properties.Sample(f"model ({spelled(cfg)}), idx {tuple(prompt.shape)}, {n}, temperature=0, "
+                                          f"use_cache={use_cache}", (model, prompt, n, 0.0), {"use_cache": use_cache},
+                                          reference=lambda _, idx, n, *__, state=state, cfg=cfg, **___: greedy_truth(
+                                              state, cfg, idx, n)) for use_cache in (True, False)]
+    samples += [sample for cfg in KV_CASES for sample in generate_uses_its_cache(t, cfg)]
     cfg = KV_CASES[0]  # no tensor on a fixed device in generate itself (filter_logits is probed on its own)
     model = make_module(t, "TransformerLM", (), cfg, lm_state(t, cfg), F64)
-    properties.run(t, properties.Graded("generate", t.student.generate, None, {"device": [properties.OnDevice(
-        f"model, idx (2, 3), 2, temperature={temperature}, use_cache={use_cache}",
-        (model, ids(t, 2, 3, V=13), 2, temperature, None, None, 0, use_cache), follows_dtype=False)
-        for temperature in (0.0, 0.8) for use_cache in (True, False)]}), ("device",))
+    properties.run(t, properties.Graded("generate", t.student.generate, None, {"inputs": samples, "device": [
+        properties.OnDevice(f"model, idx (2, 3), 2, temperature={temperature}, use_cache={use_cache}",
+                            (model, ids(t, 2, 3, V=13), 2, temperature, None, None, 0, use_cache), follows_dtype=False)
+        for temperature in (0.0, 0.8) for use_cache in (True, False)]}), ("inputs", "device"))
 
 
 def generate_matrix(t) -> properties.Graded:
@@ -1531,8 +1530,7 @@ def generate_sampling(t):
         what = f"generate(model, idx (2000, 4) of one prompt, 2, {spelled(kwargs)}, seed=3" + (
             ")" if use_cache else ", use_cache=False)")
         out = call_twice(t.student.generate, model, prompt, 2, seed=3, use_cache=use_cache, what=what, **kwargs)
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2000, 6):
-            raise CheckFailed(f"{what} should return a (2000, 6) tensor")
+        assert_shape(out, (2000, 6), what)
         if out[:, :4].tolist() != prompt.tolist():
             raise CheckFailed(f"{what}: the output must start with the prompt")
         first = out[:, 4]
@@ -1548,8 +1546,7 @@ def generate_sampling(t):
     nucleus = dict(temperature=1.3, top_p=0.6)
     what = f"generate(model, idx (2000, 4) of one prompt, 1, {spelled(nucleus)}, seed=5)"
     out_p = t.student.generate(model, prompt, 1, seed=5, **nucleus)
-    if not isinstance(out_p, torch.Tensor) or tuple(out_p.shape) != (2000, 5):
-        raise CheckFailed(f"{what} should return a (2000, 5) tensor")
+    assert_shape(out_p, (2000, 5), what)
     assert_sampled_from(out_p[:, 4], logits, nucleus, what)
     cold = [properties.Sample(f"model ({spelled(cfg)}), idx (3, 4), 5, {spelled(kwargs)}, seed=2",
                               (model, prompt[:3], 5), dict(kwargs, seed=2), hint=": the greedy tokens were expected. "
@@ -1805,18 +1802,12 @@ def train_seq2seq_from(t, args: tuple, settings: dict, init: dict, what: str):
 
 
 def trained_seq2seq(t, src, tgt, what) -> dict:
-    """The student's train_seq2seq run from this submission's secret start, shown to descend from it (as trained_lm)."""
-    init = t.secret_state("initial weights", lambda: t.ref.Seq2Seq(**SORT_CONFIG))
-    settings = secret_settings(t, SORT_SETTINGS)
+    """The student's train_seq2seq run from this submission's secret start, shown to descend from it (`trained`)."""
     names = s2s_names(SORT_CONFIG)
     args = (t.student.put(src, "sources"), t.student.put(tgt, "sorted targets"), SORT_CONFIG)
-    short, label = dict(settings, steps=FIRST_STEPS), f"{what}, steps={FIRST_STEPS}"
-    first = checked_state(train_seq2seq_from(t, args, short, init, label), names, label)
-    assert_same_steps(first, grader_seq2seq_steps(t.ref, SORT_CONFIG, short, init, src, tgt, FIRST_STEPS), label,
-                      FIRST_STEPS_FROM)
-    state = checked_state(train_seq2seq_from(t, args, settings, init, what), names, what)
-    assert_descends(init, state, threshold_of(t, "sort", "start"), what, least=START_LEAST, mean=START_MEAN)
-    return state
+    return trained(t, "sort", lambda: t.ref.Seq2Seq(**SORT_CONFIG), SORT_SETTINGS, lambda s, init, w: checked_state(
+        train_seq2seq_from(t, args, s, init, w), names, w), lambda s, init: grader_seq2seq_steps(
+        t.ref, SORT_CONFIG, s, init, src, tgt, s["steps"]), what)
 
 
 @check(8, 3, "train_seq2seq sorts digit strings: exact-match accuracy on fresh strings the grader draws",

@@ -261,8 +261,8 @@ def compare(got, expected, what: str, tol: tuple) -> None:
             raise CheckFailed(f"{what}: expected a tensor, got {type(got).__name__}")
         if tuple(got.shape) != tuple(expected.shape):
             raise CheckFailed(f"{what}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}")
-        if not expected.is_floating_point():
-            if got.is_floating_point() or got.dtype == torch.bool and expected.dtype != torch.bool:
+        if not expected.is_floating_point():  # ids and masks: the reference's dtype (int64 ids, as documented)
+            if got.dtype != expected.dtype:
                 raise CheckFailed(f"{what}: expected dtype {str(expected.dtype).removeprefix('torch.')}, "
                                   f"got {str(got.dtype).removeprefix('torch.')}")
             assert_equal(got.tolist(), expected.tolist(), what)
