@@ -220,12 +220,8 @@ def ids(t, *shape, V):
 def students_rope(t):
     """Inside: the grader's RoPE (t_rope, and the reference's apply_rope) is the student's own `apply_rope`.
 
-    Why: one bug, one question. RoPE's formula is graded in Q3; Q4 and Q7 grade the LM's wiring and the
-    cache's positions, which the student's RoPE must not decide (a float32 angle table would otherwise
-    cost every RoPE case of Q4 and Q7). RoPE is linear, so the student's rotations are read off once per
-    (d_head, base) by rotating unit vectors at positions 0..15, and applied here to any input. If the
-    student's apply_rope gives no such table, the grader's own stays.
-    """
+    Why: one bug, one question (RoPE's formula is Q3's; Q4 and Q7 grade wiring and cache positions). RoPE is
+    linear: the student's rotations, read off unit vectors at positions 0..15, apply to any input (docs page)."""
     tables = {}
 
     def table(d, base):
@@ -441,19 +437,17 @@ D, HEADS, DFF = 12, 3, 20  # d_head 4; batches use B = 2, T = 5 or 7
 @check(3, 1, "apply_rope: pairs (2k, 2k+1), any positions (up to 3000), gradients", uses=("apply_rope",),
        hint="rotate x[..., 0::2] and x[..., 1::2] together by angle position * base**(-2k/d).")
 def rope_formula(t):
-    x = randn(t, 2, 3, 6, 8)
-    for positions in (torch.arange(6), torch.tensor([3, 0, 11, 7, 2999, 5])):
-        what = f"apply_rope(x (2, 3, 6, 8), positions={positions.tolist()})"
-        close(call_pure(t.student.apply_rope, x, positions, what=what), t_rope(x, positions), what, F64)
-    # another base; then x (..., T, d) with any number of leading dimensions, at the default base
-    for y, base in ((x, (100.0,)), (randn(t, 6, 8), ()), (randn(t, 2, 1, 3, 6, 4), ())):
-        what = f"apply_rope(x {tuple(y.shape)}, arange(6){''.join(f', base={b}' for b in base)})"
-        close(t.student.apply_rope(y, torch.arange(6), *base), t_rope(y, torch.arange(6), *base), what, F64)
-    S, far = properties.Sample, torch.tensor([2999, 17, 1500, 2998, 3, 2000])
+    x, S, hint = randn(t, 2, 3, 6, 8), properties.Sample, " Float64 in, float64 out: angles in x's dtype."
+    positions = (torch.arange(6), torch.tensor([3, 0, 11, 7, 2999, 5]))
     properties.run(t, properties.Graded("apply_rope", t.student.apply_rope, exact_rope, {
-        "inputs": [S("x (2, 3, 6, 8), positions arange(6), float64", (x, torch.arange(6)))],
-        "extremes": [S("x (2, 3, 6, 8), positions up to 2999, float64", (x, far), wrt=(0,))],
-        "device": [properties.OnDevice("x (2, 3, 6, 8), float32, positions arange(6)", (x.float(), torch.arange(6)))]}))
+        "inputs": [S(f"x (2, 3, 6, 8), positions {p.tolist()}, float64", (x, p), hint=hint) for p in positions]
+        + [S("x (2, 3, 6, 8), positions arange(6), base=100.0, float64", (x, positions[0], 100.0), hint=hint)],
+        # x (..., T, d) with any number of leading dimensions
+        "shapes": [S(f"x {shape}, positions arange(6), float64", (randn(t, *shape), positions[0]), hint=hint)
+                   for shape in ((6, 8), (2, 1, 3, 6, 4))],
+        "extremes": [S("x (2, 3, 6, 8), positions up to 2999, float64", (x, torch.tensor([2999, 17, 1500, 2998, 3,
+                                                                                         2000])), wrt=(0,))],
+        "device": [properties.OnDevice("x (2, 3, 6, 8), float32, positions arange(6)", (x.float(), positions[0]))]}))
     gradcheck(t.student.apply_rope, [x[0], torch.tensor([4, 1, 0, 9, 2, 3])], [0], "apply_rope(x, positions)")
 
 
@@ -924,10 +918,10 @@ FIRST_STEPS_FROM = f"after {FIRST_STEPS} steps from the init_state the grader se
 
 def trained_lm(t, task: str, data, config, settings, what) -> dict:
     """The student's train_lm run from this submission's secret start, shown to descend from it (`trained`)."""
-    names = {k: torch.empty(s) for k, s in lm_shapes(**config).items()}
+    shapes = lm_shapes(**config)
     handle = t.student.put(data, "training ids")
     state = trained(t, task, lambda: t.ref.TransformerLM(**config), settings, lambda s, init, w: checked_run(
-        t.student.train_lm(handle, config, s, init), names, w)[0], lambda s, init: grader_steps(
+        t.student.train_lm(handle, config, s, init), shapes, w)[0], lambda s, init: grader_steps(
         t.ref, config, s, init, data, s["steps"])[0], what)
     if not torch.equal(state["head.weight"], state["tok_emb.weight"]):
         raise CheckFailed(f"{what}: head.weight and tok_emb.weight differ; with tie_weights=True they are one tensor")
@@ -1024,11 +1018,11 @@ def reference_synthetic(ref) -> tuple:
     return tuple(threshold_run(ref, "synthetic").values())
 
 
-def checked_run(value, names_like: dict, what: str) -> tuple:
+def checked_run(value, shapes: dict, what: str) -> tuple:
     """(the state_dict, the losses) a training function returned: every name of the reference's, finite, of the
     right shapes."""
     state, losses = parts(value, 2, what, "(state_dict, losses)")
-    return checked_state(state, names_like, what), losses
+    return checked_state(state, shapes, what), losses
 
 
 def spec_lr(settings, step, total):
@@ -1143,10 +1137,10 @@ def train_exact_steps(t):
        needs=TRAINING + LM, timeout=60)
 def train_seeded(t):
     data = ids(t, 300, V=9)
-    names = {k: torch.empty(s) for k, s in lm_shapes(**EXACT_CONFIG).items()}
+    shapes = lm_shapes(**EXACT_CONFIG)
     # train_ids on a non-CPU device: the model it builds, its batches and state live there too
     seeded_and_on_device(t, "train_lm", (data, EXACT_CONFIG), dict(EXACT_SETTINGS, steps=3), "ids (300,)",
-                         lambda value, what: checked_run(value, names, what)[0], "batch")
+                         lambda value, what: checked_run(value, shapes, what)[0], "batch")
 
 
 def seeded_and_on_device(t, name: str, args: tuple, settings: dict, data: str, state_of, draws: str) -> None:
@@ -1230,7 +1224,8 @@ def checked_cache(cache, n_layers, shape, what, expected=None) -> None:
     if not isinstance(cache, (list, tuple)) or len(cache) != n_layers:
         raise CheckFailed(f"{what}: the returned cache should be a list of {n_layers} (k, v) pairs, one per layer")
     for i, layer in enumerate(cache):
-        for name, z, e in zip("kv", parts(layer, 2, f"{what}: cache[{i}]", "(k, v)"), expected[i] if expected else (None, None)):
+        got = parts(layer, 2, f"{what}: cache[{i}]", "(k, v)")
+        for name, z, e in zip("kv", got, expected[i] if expected else (None, None)):
             assert_shape(z, shape, f"{what}: cache[{i}] {name} (B, n_heads, T_past + T_new, d_head)")
             if expected:
                 close(z, e, f"{what}: cache[{i}] {'keys' if name == 'k' else 'values'}", F64, DEEP_TOL)
@@ -1667,10 +1662,6 @@ def s2s_shapes(config) -> dict:
     return seq2seq_shapes(*[config[k] for k in ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len")])
 
 
-def s2s_names(config) -> dict:
-    return {k: torch.empty(s) for k, s in s2s_shapes(config).items()}
-
-
 def grader_seq2seq_steps(ref, config, settings, init, src, tgt, steps):
     """train_seq2seq's teacher-forced steps by the grader: rows torch.randint draws, [BOS] + tgt[:, :-1] fed."""
     B = settings["batch_size"]
@@ -1728,15 +1719,15 @@ def seq2seq_train_steps(t):
     properties.run(t, properties.Graded("train_seq2seq", t.student.train_seq2seq, t.ref.train_seq2seq,
                                         {"positions": [pair_reads(t)]}), ("positions",))
     src, tgt = s2s_exact_data(t)
-    names = s2s_names(S2S_EXACT_CONFIG)
+    shapes = s2s_shapes(S2S_EXACT_CONFIG)
     base = f"train_seq2seq(src (7, 5), tgt (7, 6), {spelled(S2S_EXACT_CONFIG)}"
     what = f"{base}, steps=0)"
     init = checked_state(t.student.train_seq2seq(src, tgt, S2S_EXACT_CONFIG, dict(S2S_EXACT_SETTINGS, steps=0)),
-                         names, what)
+                         shapes, what)
     for steps in (1, 3):
         settings = dict(S2S_EXACT_SETTINGS, steps=steps)
         what = f"{base}, steps={steps}, seed=4)"
-        state = checked_state(t.student.train_seq2seq(src, tgt, S2S_EXACT_CONFIG, settings), names, what)
+        state = checked_state(t.student.train_seq2seq(src, tgt, S2S_EXACT_CONFIG, settings), shapes, what)
         assert_same_steps(state, grader_seq2seq_steps(t.ref, S2S_EXACT_CONFIG, settings, init, src, tgt, steps), what,
                           f"vs the grader's {steps} step(s) from the model your steps=0 call returned (the same seed "
                           "must build the same model)")
@@ -1745,7 +1736,7 @@ def seq2seq_train_steps(t):
     settings = dict(S2S_EXACT_SETTINGS, steps=1)
     what = f"{base}, steps=1, init_state=a confident one: logits of size 400)"
     try:
-        state = checked_state(train_seq2seq_from(t, (src, tgt, S2S_EXACT_CONFIG), settings, start, what), names, what)
+        state = checked_state(train_seq2seq_from(t, (src, tgt, S2S_EXACT_CONFIG), settings, start, what), shapes, what)
     except CheckFailed as exc:
         raise CheckFailed(f"{exc}{LOSS_HINT if 'NaN' in str(exc) else ''}") from None
     assert_same_steps(state, grader_seq2seq_steps(t.ref, S2S_EXACT_CONFIG, settings, start, src, tgt, 1), what,
@@ -1755,10 +1746,10 @@ def seq2seq_train_steps(t):
 @check(8, 1, "train_seq2seq: the same seed gives the same model; another seed another", uses=("train_seq2seq",),
        needs=TRAINING + S2S, timeout=60)
 def seq2seq_train_seeded(t):
-    names = s2s_names(S2S_EXACT_CONFIG)
+    shapes = s2s_shapes(S2S_EXACT_CONFIG)
     # src and tgt on a non-CPU device: the model it builds, its rows and the BOS column live there too
     seeded_and_on_device(t, "train_seq2seq", (*s2s_exact_data(t), S2S_EXACT_CONFIG), dict(S2S_EXACT_SETTINGS, steps=3),
-                         "src (7, 5), tgt (7, 6)", lambda value, what: checked_state(value, names, what), "row")
+                         "src (7, 5), tgt (7, 6)", lambda value, what: checked_state(value, shapes, what), "row")
 
 
 SORT_LENGTH, BOS = 8, 10
@@ -1803,10 +1794,10 @@ def train_seq2seq_from(t, args: tuple, settings: dict, init: dict, what: str):
 
 def trained_seq2seq(t, src, tgt, what) -> dict:
     """The student's train_seq2seq run from this submission's secret start, shown to descend from it (`trained`)."""
-    names = s2s_names(SORT_CONFIG)
+    shapes = s2s_shapes(SORT_CONFIG)
     args = (t.student.put(src, "sources"), t.student.put(tgt, "sorted targets"), SORT_CONFIG)
     return trained(t, "sort", lambda: t.ref.Seq2Seq(**SORT_CONFIG), SORT_SETTINGS, lambda s, init, w: checked_state(
-        train_seq2seq_from(t, args, s, init, w), names, w), lambda s, init: grader_seq2seq_steps(
+        train_seq2seq_from(t, args, s, init, w), shapes, w), lambda s, init: grader_seq2seq_steps(
         t.ref, SORT_CONFIG, s, init, src, tgt, s["steps"]), what)
 
 

@@ -47,7 +47,8 @@ def float_list(value, what: str, n: int | None = None) -> np.ndarray:
 
 
 def checked_state(state, like: dict, what: str) -> dict:
-    """The weights a training left (a state_dict): every name of `like`, tensors of its shapes, finite."""
+    """The weights a training left (a state_dict): every name of `like`, tensors of its shapes (`like`'s values are
+    tensors or shapes), finite."""
     if not isinstance(state, dict):
         raise CheckFailed(f"{what}: expected model.state_dict() (a dict of tensors), got {type(state).__name__}")
     out = {}
@@ -57,7 +58,7 @@ def checked_state(state, like: dict, what: str) -> dict:
         value = state[name]
         if not isinstance(value, torch.Tensor):
             raise CheckFailed(f"{what}: state_dict[{name!r}] is not a tensor but {type(value).__name__}")
-        assert_shape(value, tuple(expected.shape), f"{what}: state_dict[{name!r}]")
+        assert_shape(value, tuple(getattr(expected, "shape", expected)), f"{what}: state_dict[{name!r}]")
         if not bool(torch.isfinite(value).all()):
             raise CheckFailed(f"{what}: state_dict[{name!r}] has NaN or infinite values: training diverged")
         out[name] = value.detach()
