@@ -17,6 +17,14 @@ import torch
 def normalize_copy(x):
     return x / x.sum()
 
+def grad_norm_flagging_input(x):
+    x.requires_grad_()
+    return (x ** 2).sum().detach()
+
+def grad_norm_on_a_copy(x):
+    x = x.detach().requires_grad_()
+    return (x ** 2).sum().detach()
+
 def normalize_in_place(x):
     x /= x.sum()
     return x
@@ -65,6 +73,7 @@ def test_pure_functions_pass_and_return_their_result(student):
     assert call_pure(student.sorted_copy, ["b", "a"]) == ["a", "b"]
     t = torch.arange(6.0).reshape(2, 3)
     assert torch.equal(call_pure(student.add_positions_copy, t, torch.ones(3)), t + 1)
+    assert float(call_pure(student.grad_norm_on_a_copy, torch.ones(3))) == 3.0  # a new leaf: the caller's is left alone
 
 
 @pytest.mark.parametrize("name, args, kwargs, needle", [
@@ -72,6 +81,7 @@ def test_pure_functions_pass_and_return_their_result(student):
     ("sort_in_place", (["b", "a"],), {}, "argument 1"),
     ("add_positions", (torch.zeros(2, 3), torch.ones(3)), {}, "argument 1"),
     ("count_into", ({}, ["a", "a"]), {}, "keys changed"),
+    ("grad_norm_flagging_input", (torch.ones(3),), {}, "requires_grad False became True"),
     ("masked", (torch.zeros(2, 2),), {"mask": torch.tensor([[True, False], [True, True]])}, "argument 1"),
 ])
 def test_mutation_is_caught_and_named(student, name, args, kwargs, needle):

@@ -115,6 +115,12 @@ PUBLIC_TRANSLATE_DEVICE = "property `device` of greedy_translate, input Seq2Seq(
 TRANSLATE_DEVICE = ("property `device` of greedy_translate, input Seq2Seq(13, 5, 6, 4) with a random model's weights "
                     "on the device, src (8, 6) on the CPU")
 HUNT_BUGS = {
+    # the autograd flag switched on the caller's tensor: values right, but every later use of x builds a graph
+    "hidden_grad_norms calls x.requires_grad_() on its argument": ([(
+        "    with torch.enable_grad():\n        if state is None:\n",
+        "    x.requires_grad_()\n    with torch.enable_grad():\n        if state is None:\n")], "5",
+        {"hidden_grad_norms_hidden": "hidden_grad_norms(RNNCell(4, 5) with W_hh scaled by 1.0, x (3, 9, 4), no state) "
+                                     "changed its argument 2 (requires_grad False became True)"}),
     # the hunt's: squeeze() of (B, S, 1) scores is right unless S = 1 and B > 1 (the scores then lose their batch
     # axis and the mask broadcasts them over the batch); greedy_translate fed CPU data, as its callers keep it
     "AdditiveAttention squeezes its scores with squeeze()": ([(

@@ -32,7 +32,7 @@ def call_pure(fn: Remote, *args, what: str | None = None, **kwargs):
     result = fn(*sent_args, **sent_kwargs)
     for label, original, handle in stored:
         after = handle.get()
-        difference = first_difference(original, after)
+        difference = first_difference(original, after) or _flag_change(original, after)
         if difference is not None:
             raise CheckFailed(f"{what} changed its {label} ({difference}); the docstring says inputs are not "
                               "modified. Work on a copy (x.copy(), x.clone(), list(x)) or use operations that "
@@ -51,6 +51,22 @@ def call_twice(fn: Remote, *args, what: str | None = None, **kwargs):
                           "left on (a generator created without the given seed), or does the function keep state "
                           "between calls (a global, a default argument that is a list)?")
     return first
+
+
+def _flag_change(original, after, path: str = "") -> str | None:
+    """A tensor argument whose requires_grad the call switched (`x.requires_grad_()` on the caller's tensor: every
+    later use of it builds a graph). The worker's flag comes back with the values, so no extra request."""
+    if _is_tensor(original):
+        now = getattr(after, "lmgrade_requires_grad", getattr(after, "requires_grad", original.requires_grad))
+        return None if now == original.requires_grad else \
+            f"requires_grad {original.requires_grad} became {now}{f' at {path}' if path else ''}"
+    if isinstance(original, (list, tuple)) and isinstance(after, (list, tuple)):
+        return next((c for i, (o, a) in enumerate(zip(original, after)) if (c := _flag_change(o, a, f"{path}[{i}]"))),
+                    None)
+    if isinstance(original, dict) and isinstance(after, dict):
+        return next((c for k in original if k in after and (c := _flag_change(original[k], after[k], f"{path}[{k!r}]"))),
+                    None)
+    return None
 
 
 def _store(student, value, label: str, stored: list):
