@@ -61,12 +61,12 @@ def _flag_change(original, after, path: str = "") -> str | None:
         return None if now == original.requires_grad else \
             f"requires_grad {original.requires_grad} became {now}{f' at {path}' if path else ''}"
     if isinstance(original, (list, tuple)) and isinstance(after, (list, tuple)):
-        return next((c for i, (o, a) in enumerate(zip(original, after)) if (c := _flag_change(o, a, f"{path}[{i}]"))),
-                    None)
-    if isinstance(original, dict) and isinstance(after, dict):
-        return next((c for k in original if k in after and (c := _flag_change(original[k], after[k], f"{path}[{k!r}]"))),
-                    None)
-    return None
+        pairs = [(f"{path}[{i}]", o, a) for i, (o, a) in enumerate(zip(original, after))]
+    elif isinstance(original, dict) and isinstance(after, dict):
+        pairs = [(f"{path}[{k!r}]", original[k], after[k]) for k in original if k in after]
+    else:
+        return None
+    return next((change for where, o, a in pairs if (change := _flag_change(o, a, where))), None)
 
 
 def _store(student, value, label: str, stored: list):

@@ -263,7 +263,8 @@ def assert_causal(call, x: torch.Tensor, what: str, *, time_dim: int = 1, positi
         index[time_dim] = slice(p + 1, None)
         size = tuple(changed[tuple(index)].shape)
         if vocab is not None:  # another id everywhere: id + 1 + (0 .. vocab - 2), mod vocab
-            changed[tuple(index)] = (changed[tuple(index)] + 1 + torch.from_numpy(rng.integers(0, vocab - 1, size))) % vocab
+            shift = 1 + torch.from_numpy(rng.integers(0, vocab - 1, size))
+            changed[tuple(index)] = (changed[tuple(index)] + shift) % vocab
         else:
             noise = rng.standard_normal(size) if rng is not None else 1.0
             changed[tuple(index)] += torch.as_tensor(noise, dtype=x.dtype) * 3
