@@ -209,6 +209,18 @@ ATTACKS = {
         "import abc\nfrom torch import nn\ndef mha(x):\n    abc.update_abstractmethods(nn.Linear)\n    return x",
         "only as `@decorator` on your own class"),
     "a class's __getattr__": ("class mha:\n    def __getattr__(self, name):\n        return name", "`__getattr__`"),
+    # the operator protocols are inside (OWN_OBJECTS); the hooks that take over a library's own calls are not
+    "__torch_function__ on the student's class": (
+        "class mha:\n    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+        "        return True", "`__torch_function__`"),
+    "__array_ufunc__ on the student's class": (
+        "class mha:\n    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):\n        return True",
+        "`__array_ufunc__`"),
+    "__array_function__ on the student's class": (
+        "class mha:\n    def __array_function__(self, func, types, args, kwargs):\n        return True",
+        "`__array_function__`"),
+    "__reduce__ (what pickle and copy call)": (
+        "import torch\nclass mha:\n    def __reduce__(self):\n        return (torch.load, ('x',))", "`__reduce__`"),
     "async": ("async def mha(x):\n    return x", "ordinary `def`"),
     "a relative import": ("from . import worker\ndef mha(x):\n    return worker", "relative"),
 }
@@ -375,6 +387,35 @@ OWN_OBJECTS = {
         "class NGramLM:\n    def __init__(self, n, vocab, k=0.0):\n"
         "        for name, value in dict(n=n, vocab=vocab, k=k).items():\n            setattr(self, name, value)\n",
         "vars(NGramLM(2, {'a'}))", {"n": 2, "vocab": {"a"}, "k": 0.0}),
+    # the operator, conversion and copy protocols (the fourth round's hunt: each was refused as a dunder)
+    "a micrograd-style Value with __rpow__, __itruediv__ and __round__": (
+        "class Value:\n    def __init__(self, data):\n        self.data = data\n    def __rpow__(self, base):\n"
+        "        return Value(base ** self.data)\n    def __itruediv__(self, other):\n        self.data /= other\n"
+        "        return self\n    def __round__(self, ndigits=None):\n        return round(self.data, ndigits)\n"
+        "def halved_power(x):\n    v = 2 ** Value(x)\n    v /= 2\n    return round(v, 3)\n",
+        "halved_power(3)", 4),
+    "a mask class with __and__, __or__ and __xor__": (
+        "class Mask:\n    def __init__(self, bits):\n        self.bits = bits\n"
+        "    def __and__(self, other):\n        return Mask(self.bits & other.bits)\n"
+        "    def __or__(self, other):\n        return Mask(self.bits | other.bits)\n"
+        "    def __xor__(self, other):\n        return Mask(self.bits ^ other.bits)\n",
+        "[(Mask(0b1100) & Mask(0b1010)).bits, (Mask(0b1100) | Mask(0b1010)).bits, (Mask(0b1100) ^ Mask(0b1010)).bits]",
+        [0b1000, 0b1110, 0b0110]),
+    "__copy__ and __deepcopy__ of a model": (
+        "import copy\nclass NGramLM:\n    def __init__(self):\n        self.counts = {('a',): [1]}\n"
+        "    def __copy__(self):\n        new = NGramLM()\n        new.counts = dict(self.counts)\n        return new\n"
+        "    def __deepcopy__(self, memo):\n        new = NGramLM()\n"
+        "        new.counts = copy.deepcopy(self.counts, memo)\n        return new\n"
+        "def copies():\n    lm = NGramLM()\n    shallow, deep = copy.copy(lm), copy.deepcopy(lm)\n"
+        "    return shallow.counts[('a',)] is lm.counts[('a',)], deep.counts[('a',)] is lm.counts[('a',)]\n",
+        "copies()", (True, False)),
+    "__array__, __floor__ and __ceil__ of a wrapper": (
+        "import math\nimport numpy as np\nclass Grads:\n    def __init__(self, values):\n        self.values = values\n"
+        "    def __array__(self, dtype=None, copy=None):\n        return np.asarray(self.values, dtype=dtype)\n"
+        "    def __floor__(self):\n        return math.floor(sum(self.values))\n"
+        "    def __ceil__(self):\n        return math.ceil(sum(self.values))\n",
+        "[np.asarray(Grads([0.5, 1.0])).tolist(), math.floor(Grads([0.5, 1.0])), math.ceil(Grads([0.5, 1.0]))]",
+        [[0.5, 1.0], 1, 2]),
     "setattr over a dict literal's items": (
         "class NGramLM:\n    def __init__(self, n, vocab):\n"
         "        for name, value in {'n': n, 'vocab': vocab}.items():\n            setattr(self, name, value)\n",
@@ -427,6 +468,42 @@ def test_what_the_text_rules_let_the_guard_refuse_is_refused_where_it_runs(case)
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
                           cwd=Path(__file__).resolve().parents[1])
     assert done.stdout.startswith("refused: graded code may not run code made at run time"), done.stdout + done.stderr
+
+
+def _run_guarded(source: str, calls: list[str], imports: list[str]) -> str:
+    """What each call of the cell's functions gives under the worker's guard, in a fresh interpreter
+    (nothing imported before the guard that graded code's imports would load), one line each."""
+    import subprocess
+    import sys
+    probe = ("from autograder.sandbox import guard\n"
+             f"source = {source!r}\nns = {{'__name__': guard.SUBMISSION}}\n"
+             f"guard.install(ns, (source,), {{'family': None, 'exact': [], 'imports': {imports!r}, 'deny': []}})\n"
+             "exec(compile(source, '<graded cell 1>', 'exec'), ns)\n"
+             f"for name in {calls!r}:\n    try:\n        print(name, 'gave', ns[name]())\n"
+             "    except PermissionError as err:\n        print(name, 'refused:', err)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    return done.stdout + done.stderr
+
+
+def test_tqdm_auto_loads_under_the_guard_and_code_swaps_stay_refused():
+    """`from tqdm.auto import tqdm` imports asyncio, whose `types.coroutine` flags its own functions' code
+    while it is imported; the guard once refused that, and the cell holding the import lost every name
+    after it (the numpy assignments, where torch has not imported asyncio first). Graded code still may not
+    make a code object or give a function other code, a library's function from a library's code included."""
+    source = ("from tqdm.auto import tqdm, trange\nimport copy\n"
+              "def progress():\n    return sum(tqdm(range(3), disable=True)) + sum(trange(2, disable=True))\n"
+              "def swap_library_code():\n    copy.copy.__code__ = copy.deepcopy.__code__\n"
+              "def flag_own_code():\n    def gen():\n        yield 1\n"
+              "    gen.__code__ = gen.__code__.replace(co_flags=gen.__code__.co_flags | 0x100)\n"
+              "def make_code():\n    return progress.__code__.replace(co_name='other')\n")
+    out = _run_guarded(source, ["progress", "swap_library_code", "flag_own_code", "make_code"],
+                       ["tqdm", "copy", "__future__"])
+    assert "progress gave 4" in out, out
+    for name, why in (("swap_library_code", "may not change a library's functions"),
+                      ("flag_own_code", "may not run code made at run time"),
+                      ("make_code", "may not run code made at run time")):
+        assert f"{name} refused: graded code {why}" in out, out
 
 
 def test_a_notebook_with_lines_outside_the_subset_is_graded_around_them(tmp_path):

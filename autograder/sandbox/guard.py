@@ -12,7 +12,9 @@ code cannot undo:
   the frame of their own entry standing between the event and any graded frame; no processes,
   `ctypes`, tracers, frames asked for by graded code, or the collector's lists; `import`
   statements only of the assignment's modules; no open of the course's or the engine's files; no
-  rewriting of a function's code or a library function's or class's special attributes.
+  rewriting of a function's code (but `types.coroutine`'s flag on a library's own function while
+  the library is imported: `tqdm.auto` imports asyncio) or a library function's or class's special
+  attributes.
 * torch's dispatcher: every aten operator whose name is in the assignment's `forbidden` families
   gets a kernel that raises, so `F.layer_norm`, `torch.native_layer_norm`, `torch.ops.aten...`
   and whatever library path ends there fail alike; Python routines of those names (optimizers'
@@ -205,6 +207,9 @@ def _hook(ns, sources, allowed, rules, report, keep, trusted):
     type_qualname, type_name = type.__dict__["__qualname__"].__get__, type.__dict__["__name__"].__get__
     type_mro = type.__dict__["__mro__"].__get__
     find_and_load = bootstrap._find_and_load.__code__
+    # `types.coroutine` sets a flag on the code of the generator functions it decorates: asyncio does
+    # so while it is imported (`tqdm.auto` imports it), by a library, with no graded frame in between
+    coroutine_code = types.coroutine.__code__
     importlib_globals = (bootstrap.__dict__, external.__dict__, importlib.__dict__)
     get_code = frozenset({external.SourceLoader.get_code.__code__, external.SourcelessFileLoader.get_code.__code__})
     function, code_type, module_type = types.FunctionType, types.CodeType, types.ModuleType
@@ -339,6 +344,8 @@ def _hook(ns, sources, allowed, rules, report, keep, trusted):
         if origin(frame) == "import":  # a library module being imported, no graded frame in between
             if event == "exec" and type_(args[0]) is code_type and made_by_library(args[0].co_filename):
                 return None
+            if event == "code.__new__" and frame.f_code is coroutine_code:
+                return None  # asyncio's import flags its own functions' code (`from tqdm.auto import tqdm`)
             if event in ("marshal.loads", "marshal.load"):
                 f = frame
                 while f is not None and f.f_code not in get_code:
@@ -354,6 +361,8 @@ def _hook(ns, sources, allowed, rules, report, keep, trusted):
         what = type_(obj)
         if what is function:
             if name == "__code__":
+                if frame.f_code is coroutine_code and obj.__globals__ is not ns and origin(frame) == "import":
+                    return None  # the same: a library's function given its own code with a flag set
                 return no(event, PATCH.format(what="the code of a function"))
             if obj.__globals__ is not ns and origin(frame) not in ("import", "trusted") and not generator(frame):
                 return no(event, PATCH.format(what=f"`{name}` of a library function"))

@@ -92,6 +92,12 @@ DUNDERS = frozenset({
     "__neg__", "__float__", "__int__", "__index__", "__pos__", "__abs__", "__invert__", "__floordiv__", "__mod__",
     "__pow__", "__rtruediv__", "__rmatmul__", "__iadd__", "__isub__", "__imul__", "__format__",
     "__constants__", "__match_args__", "__all__",  # plain class or module attributes (`__constants__ = ["eps"]`)
+    # the rest of the operator, conversion and copy protocols (a micrograd-style `Value.__rpow__`, a mask's
+    # `__and__`, `__deepcopy__`, `__array__` for `np.asarray`): each is the operation itself, written out
+    "__rpow__", "__rfloordiv__", "__rmod__", "__divmod__", "__rdivmod__", "__itruediv__", "__ifloordiv__",
+    "__imod__", "__ipow__", "__imatmul__", "__and__", "__or__", "__xor__", "__rand__", "__ror__", "__rxor__",
+    "__iand__", "__ior__", "__ixor__", "__lshift__", "__rshift__", "__round__", "__floor__", "__ceil__",
+    "__trunc__", "__complex__", "__copy__", "__deepcopy__", "__array__", "__length_hint__",
 })
 # Double-underscore attributes that only describe an object (strings, or its class, as `type(x)` gives it):
 # readable anywhere (`type(self).__name__` in a `__repr__`, `print(LayerNorm.__name__)`), never written.
