@@ -84,6 +84,30 @@ GRADER = textwrap.dedent(r'''
 ''')
 
 
+FAILED_START = textwrap.dedent(r'''
+    import json, os, sys
+    from pathlib import Path
+    sys.path.insert(0, sys.argv[1])
+    from autograder.checking.remote import Student, StudentCrash
+    from autograder.sandbox import cgroups, forkserver, lifecycle
+
+    def refuse(*args):  # the worker's confinement fails in the child: no worker starts
+        raise OSError("refused by the test")
+
+    lifecycle.confine, forkserver.server = refuse, lambda *args: None
+    sandbox = lifecycle.Sandbox([{"index": 0, "number": 1, "source": "def ok():\n    return 1\n"}])
+    try:
+        Student(sandbox, timeout=10).ok()
+        crashed = ""
+    except StudentCrash as exc:
+        crashed = str(exc)
+    mine = f"{cgroups.WORKER_PREFIX}{os.getpid()}-"
+    left = [str(p) for p in Path(sys.argv[3]).rglob(mine + "*")]  # while this grader still lives
+    sandbox.close()
+    print(json.dumps({"crashed": crashed, "left": left}))
+''')
+
+
 @pytest.fixture
 def grader_cgroup():
     """A fresh non-root v2 cgroup for a grader, offering at least one controller where the machine has
@@ -117,12 +141,12 @@ def grader_cgroup():
                 pass
 
 
-def run_grader(base: Path, python: str = sys.executable, as_user: str = "") -> dict:
+def run_grader(base: Path, python: str = sys.executable, as_user: str = "", script: str = GRADER) -> dict:
     def join() -> None:
         (base / "cgroup.procs").write_text(str(os.getpid()))
 
     repo = str(Path(__file__).resolve().parents[1])
-    proc = subprocess.run([python, "-c", GRADER, repo, as_user, str(base)], preexec_fn=join, capture_output=True, text=True,
+    proc = subprocess.run([python, "-c", script, repo, as_user, str(base)], preexec_fn=join, capture_output=True, text=True,
                           timeout=240, cwd="/")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -191,3 +215,11 @@ def test_leftovers_of_killed_graders_are_swept_and_live_ones_kept(grader_cgroup)
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_a_worker_that_cannot_start_leaves_no_cgroup_behind(grader_cgroup):
+    """Each failed start left its cgroups until the grader ended: a long test run that could not start
+    workers left 130 of them."""
+    seen = run_grader(grader_cgroup, script=FAILED_START)
+    assert "could not start" in seen["crashed"], seen
+    assert seen["left"] == [], seen

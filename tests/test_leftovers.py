@@ -77,3 +77,28 @@ def test_a_grader_killed_with_sigkill_leaves_nothing_after_the_next_start(own_tm
         assert [p.name for p in own_tmp.iterdir() if f"-{killed}-" in p.name] == []
     finally:
         sandbox.close()
+
+
+def test_removing_a_folder_never_changes_the_mode_of_its_parent(tmp_path, monkeypatch):
+    """A removal that fails at the top (another grader's sweep removed the folder first, or rmdir refused) once
+    set the parent, /tmp, to mode 0700: every later worker of another uid then failed to start."""
+    parent = tmp_path / "tmp"
+    parent.mkdir(mode=0o1777)
+    os.chmod(parent, 0o1777)
+    for error in (FileNotFoundError, PermissionError):
+        folder = parent / "lmgrade-scratch-1-x"
+        (folder / "inner").mkdir(parents=True)
+        real_rmdir = os.rmdir
+
+        def failing_rmdir(path, *args, **kwargs):
+            if os.path.abspath(path) == str(folder):
+                raise error(f"{path}: refused once")
+            return real_rmdir(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "rmdir", failing_rmdir)
+        files.remove_tree(folder)
+        monkeypatch.setattr(os, "rmdir", real_rmdir)
+        assert oct(parent.stat().st_mode & 0o7777) == oct(0o1777), error
+        assert not (folder / "inner").exists()
+        files.remove_tree(folder)
+        assert not folder.exists()

@@ -283,9 +283,21 @@ def sweep_temp_folders() -> None:
 
 
 def remove_tree(folder: Path) -> None:
-    def retry(func, path, _exc) -> None:
+    """`folder` and everything in it; what a worker left unwritable inside is made writable first.
+
+    Never a mode outside `folder`: a path already gone (another grader's sweep removed it first) is
+    skipped, and the folder's own parent (/tmp) is never touched, or every later worker would meet a
+    /tmp of mode 0700 and fail to start."""
+    top = os.path.abspath(folder)
+
+    def retry(func, path, exc) -> None:
+        error = exc[1] if isinstance(exc, tuple) else exc
+        if isinstance(error, FileNotFoundError):
+            return
         try:
-            os.chmod(os.path.dirname(path), 0o700)
+            parent = os.path.abspath(os.path.dirname(path))
+            if parent == top or parent.startswith(top + os.sep):
+                os.chmod(parent, 0o700)
             if os.path.isdir(path) and not os.path.islink(path):
                 os.chmod(path, 0o700)
             func(path)

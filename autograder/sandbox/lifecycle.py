@@ -156,12 +156,18 @@ class Sandbox:
                     own_uid=own, rlimits=grader_rlimits())
         key = self._server_key()
         server = forkserver.server(*key) if key is not None else None
-        if server is not None:
-            try:
-                return self._start(plan, python, preload, cuda, server)
-            except ForkServerDown:
-                forkserver.failed(server)  # started with exec instead; after a second failure, always
-        self._start(plan, python, preload, cuda, None)
+        try:
+            if server is not None:
+                try:
+                    return self._start(plan, python, preload, cuda, server)
+                except ForkServerDown:
+                    forkserver.failed(server)  # started with exec instead; after a second failure, always
+            self._start(plan, python, preload, cuda, None)
+        except WorkerFailure:  # no worker: its cgroups go now, not when this grader ends
+            if self.proc is None:
+                remove_cgroups(self.cgroups)
+                self.cgroups = []
+            raise
 
     def _start(self, plan: Plan, python: str, preload: tuple, cuda: bool, server) -> None:
         """Start the worker: forked by `server`, or with exec (server None), confined by `plan` either way."""
