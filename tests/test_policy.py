@@ -337,6 +337,9 @@ def test_imports_follow_the_assignment():
     helpers = ("import copy\nimport bisect\nimport heapq\nimport time\nimport random\nfrom tqdm.auto import tqdm\n"
                "def f(xs):\n    started = time.time()\n    for x in tqdm(copy.deepcopy(xs), leave=False):\n"
                "        heapq.heappush(xs, x)\n    return bisect.bisect_right(sorted(xs), random.random()), started\n")
+    helpers += ("import statistics\nimport contextlib\n"
+                "def mean_loss(losses, quiet=True):\n    with contextlib.nullcontext() if quiet else contextlib.suppress():\n"
+                "        return statistics.fmean(losses), statistics.median(losses)\n")
     for assignment in assignments.available():
         assert not refused(helpers, assignment=assignment.id), assignment.id
     assert "f" in refused("import queue\ndef f():\n    return queue.Queue()", assignment="rnn_lm")
@@ -543,3 +546,13 @@ def test_a_banned_routine_called_at_load_is_not_run_and_the_rest_of_its_cell_loa
     (cell,) = policy.loadable(cells(source), assignments.get("transformer"), found)
     assert cell.source.split("\n")[2].startswith("pass  # not run") and "def rms(x):" in cell.source
     assert refused(source.replace("CHECK = F.layer_norm(", "CHECK = F.softmax("), assignment="transformer") == {}
+
+
+def test_statistics_and_contextlib_run_under_the_guard():
+    """Base imports since the fourth round of correct styles: a mean of losses by `statistics`, a context chosen
+    with `contextlib.nullcontext()` (statistics imports fractions and decimal as it loads)."""
+    source = ("import statistics\nimport contextlib\n"
+              "def summary():\n    with contextlib.nullcontext():\n"
+              "        return statistics.fmean([1.0, 2.0, 4.0]), statistics.median([3, 1, 2]), statistics.stdev([1.0, 3.0])\n")
+    out = _run_guarded(source, ["summary"], sorted(policy.BASE_IMPORTS | {policy.FUTURE}))
+    assert "summary gave (2.3333333333333335, 2, 1.4142135623730951)" in out, out

@@ -25,16 +25,17 @@
 #
 # **Graded code is plain Python the grader can read.** Graded cells may import only `numpy`, `math`,
 # `random`, `collections`, `itertools`, `functools`, `operator`, `enum`, `typing`, `dataclasses`,
-# `warnings`, `copy`, `bisect`, `heapq`, `time`, `tqdm` and `abc`. Ordinary Python is welcome (classes,
-# dataclasses, enums, `functools.partial`, `operator.mul`, `getattr`/`hasattr` with a literal name,
-# `setattr(self, name, ...)` in a method looping over literal names, `type(self).__name__`). Not
-# allowed: other reflection (`vars`, `globals`, `__dict__` and double-underscore names beyond
-# `__init__`, `__repr__`, `__name__` and the like), code made or loaded at run time (`eval`, `exec`,
-# `pickle`, `np.load`, ...), private names of a library (a leading `_`), and changing a library
-# (`np.exp = ...`). The grader reads your graded cells before it runs anything: a check whose code
-# breaks these rules is not graded, and a statement that breaks them while the cells load is not run
-# and costs only the checks of the names it touches; getting round them counts as not attempting the
-# question.
+# `warnings`, `copy`, `bisect`, `heapq`, `time`, `tqdm`, `abc`, `statistics` and `contextlib`.
+# Ordinary Python is welcome (classes, dataclasses, enums, `functools.partial`, `operator.mul`,
+# `getattr`/`hasattr` with a literal name, `setattr(self, name, ...)` in a method looping over
+# literal names, `type(self).__name__`). Not allowed: other reflection (`vars`, `globals`,
+# `__dict__` and double-underscore names beyond `__init__`, `__repr__`, `__name__` and the like),
+# code made or loaded at run time (`eval`, `exec`, `pickle`, `np.load`, ...), private names of a
+# library (a leading `_`), and changing a library (`np.exp = ...`). Use a module only as
+# `module.name`: `import numpy as np`, not `xp = np` or `def f(z, xp=np)`. The grader reads your
+# graded cells before it runs anything: a check whose code breaks these rules is not graded, and a
+# statement that breaks them while the cells load is not run and costs only the checks of the names
+# it touches; getting round them counts as not attempting the question.
 #
 # **How grading works.** Only the cells marked as *graded* are graded, and the grader finds your
 # code by the function names, so do not rename them. A graded cell must work on its own: keep its

@@ -27,18 +27,18 @@
 #
 # **Graded code is plain Python the grader can read.** Graded cells may import only `torch` (and its
 # public submodules), `numpy`, `math`, `random`, `collections`, `itertools`, `functools`, `operator`,
-# `enum`, `typing`, `dataclasses`, `warnings`, `copy`, `bisect`, `heapq`, `time`, `tqdm` and `abc`. Ordinary
-# Python is welcome (classes, dataclasses, enums, `functools.partial`, `operator.mul`,
-# `getattr`/`hasattr` with a literal name, `setattr(self, name, ...)` in a method looping over
-# literal names, `type(self).__name__`). Not allowed: other reflection (`vars`, `globals`, `__dict__`
-# and double-underscore names beyond `__init__`, `__repr__`, `__name__` and the like), code made or
-# loaded at run time (`eval`, `exec`, `pickle`, `torch.load`, `torch.jit`, `torch.compile`, ...),
-# private names of a library (`torch._C`, `torch._VF`), and changing a library (`torch.softmax =
-# ...`). Use a module only as `module.name`: `import torch.nn.functional as F`, not `F =
-# torch.nn.functional`. The grader reads your graded cells before it runs anything: a check whose
-# code breaks these rules is not graded, and a statement that breaks them while the cells load is not
-# run and costs only the checks of the names it touches; getting round them counts as not attempting
-# the question.
+# `enum`, `typing`, `dataclasses`, `warnings`, `copy`, `bisect`, `heapq`, `time`, `tqdm`, `abc`,
+# `statistics` and `contextlib`. Ordinary Python is welcome (classes, dataclasses, enums,
+# `functools.partial`, `operator.mul`, `getattr`/`hasattr` with a literal name, `setattr(self, name,
+# ...)` in a method looping over literal names, `type(self).__name__`). Not allowed: other reflection
+# (`vars`, `globals`, `__dict__` and double-underscore names beyond `__init__`, `__repr__`,
+# `__name__` and the like), code made or loaded at run time (`eval`, `exec`, `pickle`, `torch.load`,
+# `torch.jit`, `torch.compile`, ...), private names of a library (`torch._C`, `torch._VF`), and
+# changing a library (`torch.softmax = ...`). Use a module only as `module.name`: `import
+# torch.nn.functional as F`, not `F = torch.nn.functional`. The grader reads your graded cells before
+# it runs anything: a check whose code breaks these rules is not graded, and a statement that breaks
+# them while the cells load is not run and costs only the checks of the names it touches; getting
+# round them counts as not attempting the question.
 #
 # **Conventions.** Shapes `(B, T, d)`: batch, time, features. Masks are boolean, `True` = may attend.
 # Causal masks with fewer queries than keys are aligned lower-right (query row `i` is position

@@ -79,7 +79,8 @@ NOT_RUN = "<not run>"  # key of `refused`: the statements the worker does not ru
 # keyword a class keyword, both refused below). Capabilities are the guard's business wherever these run; `queue` and
 # `threading` stay out (threads the worker would have to count).
 BASE_IMPORTS = frozenset({"numpy", "math", "collections", "itertools", "functools", "typing", "dataclasses",
-                          "warnings", "enum", "operator", "copy", "bisect", "heapq", "random", "time", "tqdm", "abc"})
+                          "warnings", "enum", "operator", "copy", "bisect", "heapq", "random", "time", "tqdm", "abc",
+                          "statistics", "contextlib"})
 FUTURE = "__future__"  # `from __future__ import annotations`: compiler switches, always allowed
 TORCH = "torch"  # importable where the worker runs torch (meta.toml `uses_torch`)
 
