@@ -20,7 +20,8 @@ sentences, and context words outside vocab mapped to <unk>. A third pass gave th
 fixed cases for 17 bugs that only hidden checks caught (two apostrophes and a ligature in one line,
 <s> in a corpus, repeats and an empty sentence in counting, a unigram asked with a context, <unk> and
 probability 0 in the chain rule on a TableLM(pad=False), the default max_len and a trigram greedy path,
-an unseen bigram after a seen Kneser-Ney context): 62 of the 74 bugs fail a public check.
+an unseen bigram after a seen Kneser-Ney context): 62 of the 74 bugs fail a public check. A fourth hunt
+added global generators seeded or drawn from (generate, fit, perplexity, tune_lambdas): hidden only.
 """
 import pytest
 
@@ -333,6 +334,30 @@ BUGS = {  # name: (function, edits, failing checks)
     "generate starts from an empty context": ("generate",
         [("    context = (\"<s>\",) * (lm.n - 1)\n", "    context = ()\n")],
         {"public_greedy", "greedy_hidden"}),
+    # the fourth hunt: the `generator` property (each got full marks before; a sampler on the global random gives the
+    # same words as one on random.Random(seed), so only the global generators tell)
+    "generate samples with the global random after random.seed(seed)": ("generate",
+        [("    rng = random.Random(seed)\n", "    random.seed(seed)\n"),
+         ("            word = rng.choices(words, weights=probs)[0]\n",
+          "            word = random.choices(words, weights=probs)[0]\n")],
+        {"sampling_hidden"}),
+    "generate also seeds numpy's global generator": ("generate",
+        [("    rng = random.Random(seed)\n",
+          "    import numpy as np\n    np.random.seed(0 if seed is None else seed)\n    rng = random.Random(seed)\n")],
+        {"sampling_hidden"}),
+    "NGramLM.fit seeds Python's random (left from shuffling the corpus)": ("NGramLM",
+        [("        self.counts = count_ngrams(sentences, self.n)\n",
+          "        import random\n        random.seed(0)\n        self.counts = count_ngrams(sentences, self.n)\n")],
+        {"mle_hidden"}),
+    "perplexity seeds numpy's global generator": ("perplexity",
+        [("    total_logprob = sum(sentence_logprob(lm, sentence) for sentence in sentences)\n",
+          "    import numpy as np\n    np.random.seed(0)\n"
+          "    total_logprob = sum(sentence_logprob(lm, sentence) for sentence in sentences)\n")],
+        {"perplexity_hidden", "tune_lambdas_hidden"}),
+    "tune_lambdas shuffles a copy of the candidates with the global random": ("tune_lambdas",
+        [("    return min(candidates,\n",
+          "    import random\n    order = list(candidates)\n    random.shuffle(order)\n    return min(candidates,\n")],
+        {"tune_lambdas_hidden"}),
 }
 
 CORRECT = {  # name: (function, edits)

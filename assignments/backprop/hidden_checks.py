@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from autograder.checking import properties
 from autograder.checking.checks import check
 from autograder.checking.compare import as_array, as_bool, assert_close, assert_finite, assert_shape, parts
 from autograder.checking.gradients import assert_gradient, finite_difference
@@ -91,8 +92,14 @@ def float64(value, what: str):
 
 
 def pure(t, name: str, *args, what: str, **kwargs):
-    """The student's `name` called on arguments held in the worker, which must come back unchanged."""
-    return call_pure(getattr(t.student, name), *args, what=what, **kwargs)
+    """The student's `name` called on arguments held in the worker, which must come back unchanged; then the
+    matrix's `generator` property of the same call (no function here needs the global generators: a
+    `np.random.seed(0)` or `random.seed` left in a softmax or a gradient checker moves them for everyone)."""
+    result = call_pure(getattr(t.student, name), *args, what=what, **kwargs)
+    if name != "train_ffnn":  # train_steps_hidden checks its generators, with a training loop's advice
+        label = what[len(name) + 1:-1] if what.startswith(name + "(") and what.endswith(")") else what
+        properties.run_generator(t, name, getattr(t.student, name), label, args, kwargs)
+    return result
 
 
 def tt(a) -> torch.Tensor:
@@ -171,16 +178,16 @@ def softmax_hidden(t):
             assert_close(got, expected.numpy(), what)
 
 
-@check(1, 1, "cross_entropy is the batch mean (batch 1 and 6, repeated targets, logits of +-1000), a float64 "
-             "number, inputs unchanged", uses=("cross_entropy",),
+@check(1, 1, "cross_entropy is the batch mean (batch 1 and 6, repeated targets, 100 classes, logits of +-1000), a "
+             "float64 number, inputs unchanged", uses=("cross_entropy",),
        hint="the loss is the MEAN over the batch of -log softmax(logits[b])[targets[b]], from log_softmax (never "
             "log(softmax(...)), which is log(0) for large logits).")
 def cross_entropy_hidden(t):
-    for B in (1, 6):
-        logits, targets = 2 * t.rng.normal(size=(B, 9)), t.rng.integers(0, 9, size=B)
+    for B, V in ((1, 9), (6, 9), (3, 100)):  # V = 100: a real vocabulary's size (np.choose stops at 64 classes)
+        logits, targets = 2 * t.rng.normal(size=(B, V)), t.rng.integers(0, V, size=B)
         targets[-1] = targets[0]
         expected = float(F.cross_entropy(tt(logits), torch.as_tensor(targets)))
-        what = f"cross_entropy(logits ({B}, 9), targets ({B},))"
+        what = f"cross_entropy(logits ({B}, {V}), targets ({B},))"
         got = scalar(float64(pure(t, "cross_entropy", logits, targets, what=what), what), what)
         assert_close(got, expected, what)
     z = np.array([[1000.0, 0.0, -1000.0, 999.0, 5.0], [-1000.0, -1000.0, -999.0, -1000.0, -1002.0],
@@ -323,12 +330,13 @@ def primer_stable(t):
 
 
 # ---- Q3 -------------------------------------------------------------------------------------
-@check(3, 2, "linear forward and backward (batch 1 and 5, non-square W): autograd, finite differences, by hand",
-       uses=("linear_forward", "linear_backward"),
-       hint="dx = dout @ W, dW = dout.T @ x (the shape of W), db = dout summed over the batch (axis 0).")
+@check(3, 2, "linear forward and backward (batch 1 and 5, non-square W, one output unit): autograd, finite "
+             "differences, by hand", uses=("linear_forward", "linear_backward"),
+       hint="dx = dout @ W, dW = dout.T @ x (the shape of W), db = dout summed over the batch (axis 0), shape "
+            "(d_out,) also when d_out = 1.")
 def linear_hidden(t):
-    d_in, d_out = 7, 4
-    for B in (1, 5):
+    d_in = 7
+    for B, d_out in ((1, 4), (5, 4), (3, 1)):  # d_out = 1: db keeps its axis (np.squeeze makes it a scalar)
         x, W, b = t.rng.normal(size=(B, d_in)), t.rng.normal(size=(d_out, d_in)), t.rng.normal(size=d_out)
         dout = t.rng.normal(size=(B, d_out))
         expected_out, expected = autograd(lambda x, W, b: x @ W.T + b, [x, W, b], dout)

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from autograder.checking import properties
 from autograder.checking.checks import check
 from autograder.checking.compare import as_array, as_bool, assert_close, assert_finite, assert_shape, parts
 from autograder.checking.gradients import assert_gradient, finite_difference
@@ -24,6 +25,15 @@ EXTREME = np.array([[1000.0, 0.0, -1000.0, 999.0], [-1000.0, -1000.0, -999.0, -1
 PARAM_NAMES = ("E", "W", "b", "U", "b2")
 Q1 = ("softmax", "log_softmax", "cross_entropy")
 Q3 = ("linear_forward", "linear_backward", "tanh_forward", "tanh_backward", "embedding_forward", "embedding_backward")
+
+
+def pure(t, call, *args, what: str, **kwargs):
+    """`call_pure` (the arguments come back unchanged), then the matrix's `generator` property of the same call:
+    no function here needs the global generators, so a `np.random.seed(0)` left inside one fails here too."""
+    result = call_pure(call, *args, what=what, **kwargs)
+    name, _, rest = what.partition("(")
+    properties.run_generator(t, name, call, rest[:-1] if rest.endswith(")") else rest, args, kwargs)
+    return result
 
 
 def param_dict(value, what: str) -> dict:
@@ -66,7 +76,7 @@ def fixed_params(V: int, d: int, H: int, k: int) -> dict:
 @check(1, 1, "softmax and log_softmax on a small batch and on logits of +-1000 (inputs unchanged)", public=True,
        uses=("softmax", "log_softmax"))
 def public_softmax(t):
-    got = call_pure(t.student.softmax, LOGITS, what="softmax(logits (3, 4))")
+    got = pure(t, t.student.softmax, LOGITS, what="softmax(logits (3, 4))")
     assert_close(float64(got, "softmax(logits (3, 4))"), t.expected("softmax", lambda ref: ref.softmax(LOGITS)),
                  "softmax(logits (3, 4))")
     assert_close(t.student.softmax(LOGITS[2]), t.expected("softmax1", lambda ref: ref.softmax(LOGITS[2])), "softmax(logits (4,))")
@@ -74,7 +84,7 @@ def public_softmax(t):
                  "log_softmax(logits (3, 4))")
     for name in ("softmax", "log_softmax"):
         what = f"{name}([[1000, 0, -1000, 999], [-1000, -1000, -999, -1000]])"
-        got = call_pure(getattr(t.student, name), EXTREME, what=what)
+        got = pure(t, getattr(t.student, name), EXTREME, what=what)
         assert_finite(got, what)
         assert_close(got, t.expected(f"{name}_extreme", lambda ref, name=name: getattr(ref, name)(EXTREME)), what)
 
@@ -83,7 +93,7 @@ def public_softmax(t):
        uses=("cross_entropy",))
 def public_cross_entropy(t):
     what = "cross_entropy(logits (3, 4), targets [3, 0, 1])"
-    got = call_pure(t.student.cross_entropy, LOGITS, TARGETS, what=what)
+    got = pure(t, t.student.cross_entropy, LOGITS, TARGETS, what=what)
     assert_close(float64(got, what), t.expected("cross_entropy", lambda ref: ref.cross_entropy(LOGITS, TARGETS)), what)
     # Target -1000 in a row whose maximum is 1000: its probability underflows to 0, its log-probability
     # is about -2000. A loss taken through softmax (log(p), log(p + 1e-12)) cannot get there.
@@ -106,14 +116,14 @@ def public_cross_entropy(t):
 def public_primer(t):
     z = np.array([0.5, -1.0, 2.0, 0.0])
     y = np.array([0.1, 0.0, 0.6, 0.3])
-    assert_gradient(t.student.softmax_jacobian(z), t.expected("J", lambda ref: ref.softmax_jacobian(z)),
-                    "softmax_jacobian(z (4,))")
+    assert_gradient(pure(t, t.student.softmax_jacobian, z, what="softmax_jacobian(z (4,))"),
+                    t.expected("J", lambda ref: ref.softmax_jacobian(z)), "softmax_jacobian(z (4,))")
     assert_gradient(t.student.log_softmax_jacobian(z), t.expected("Jlog", lambda ref: ref.log_softmax_jacobian(z)),
                     "log_softmax_jacobian(z (4,))")
     assert_gradient(t.student.grad_logits_chain(z, y), t.expected("chain", lambda ref: ref.grad_logits_chain(z, y)),
                     "grad_logits_chain(z (4,), y (4,))")
     what = "cross_entropy_grad(logits (3, 4), targets [3, 0, 1])"
-    got = call_pure(t.student.cross_entropy_grad, LOGITS, TARGETS, what=what)
+    got = pure(t, t.student.cross_entropy_grad, LOGITS, TARGETS, what=what)
     assert_gradient(float64(got, what), t.expected("ce_grad", lambda ref: ref.cross_entropy_grad(LOGITS, TARGETS)), what)
     # Two rows whose maxima differ by 750, none large enough to overflow: shifted by the batch's one maximum
     # (z.max() without an axis) the second row is e**-750 = 0 everywhere, so 0 / 0.
@@ -155,7 +165,7 @@ def public_linear(t):
     assert_close(t.student.linear_forward(x, W, b), t.expected("linear", lambda ref: ref.linear_forward(x, W, b)),
                  "linear_forward(x (3, 4), W (2, 4), b (2,))")
     what = "linear_backward(dout (3, 2), x (3, 4), W (2, 4))"
-    got = parts(call_pure(t.student.linear_backward, dout, x, W, what=what), 3, what)
+    got = parts(pure(t, t.student.linear_backward, dout, x, W, what=what), 3, what)
     expected = t.expected("linear_backward", lambda ref: list(ref.linear_backward(dout, x, W)))
     for name, g, e in zip(("dx", "dW", "db"), got, expected):
         assert_gradient(g, e, f"{what}: {name}")
@@ -176,7 +186,7 @@ def public_tanh(t):
         raise CheckFailed(f"{failure} e**800 overflows in float64, so (e^a - e^-a) / (e^a + e^-a) is inf / inf = "
                           "NaN there; np.tanh saturates at +-1.") from None
     what = "tanh_backward(dout (3, 4), h (3, 4))"
-    got = call_pure(t.student.tanh_backward, x, h, what=what)
+    got = pure(t, t.student.tanh_backward, x, h, what=what)
     assert_gradient(got, t.expected("tanh_backward", lambda ref: ref.tanh_backward(x, h)), what)
 
 
@@ -188,7 +198,7 @@ def public_embedding(t):
     assert_close(t.student.embedding_forward(E, ids), E[ids], "embedding_forward(E (5, 3), ids [[0, 2], [2, 2]])")
     d_emb = np.arange(12.0).reshape(2, 2, 3)
     what = "embedding_backward(dout (2, 2, 3), ids [[0, 2], [2, 2]], 5)"
-    got = call_pure(t.student.embedding_backward, d_emb, ids, 5, what=what)
+    got = pure(t, t.student.embedding_backward, d_emb, ids, 5, what=what)
     assert_gradient(float64(got, what), t.expected("embedding_backward", lambda ref: ref.embedding_backward(d_emb, ids, 5)),
                     what)
 
@@ -228,10 +238,10 @@ def public_ffnn(t):
     problem = init_problem(param_dict(t.student.init_params(300, 10, 40, 3, 0), what), 300, 10, 40, 3)
     if problem:
         raise CheckFailed(what + problem)
-    assert_close(t.student.ffnn_forward(params, contexts),
+    assert_close(pure(t, t.student.ffnn_forward, params, contexts, what="ffnn_forward(params, contexts (3, 2))"),
                  t.expected("logits", lambda ref: ref.ffnn_forward(params, contexts)), "ffnn_forward(params, contexts (3, 2))")
     what = "ffnn_loss_and_grads(params, contexts (3, 2), targets (3,))"
-    loss, grads = parts(call_pure(t.student.ffnn_loss_and_grads, params, contexts, targets, what=what), 2, what)
+    loss, grads = parts(pure(t, t.student.ffnn_loss_and_grads, params, contexts, targets, what=what), 2, what)
     exp_loss, exp_grads = t.expected("loss_and_grads", lambda ref: list(ref.ffnn_loss_and_grads(params, contexts, targets)))
     assert_close(loss, exp_loss, f"{what}: loss")
     grads = param_dict(grads, f"{what}: grads")
@@ -270,7 +280,7 @@ def public_gradcheck(t):
     f = t.student.support("smooth_function", 7, [2, 3])  # the value only: no gradient to copy
     mine = SmoothFunction(7, (2, 3))
     what = "numerical_gradient(f, x (2, 3))"
-    got = call_pure(t.student.numerical_gradient, f, x, what=what)
+    got = pure(t, t.student.numerical_gradient, f, x, what=what)
     assert_close(float64(got, what), finite_difference(mine, x), what, rtol=1e-7, atol=1e-8)
     # The central difference at eps = 1e-2 differs from the exact gradient by about 1e-5: compared
     # with the grader's own central difference at that step, to 1e-9.
@@ -300,7 +310,7 @@ def public_gradcheck(t):
               "it IS the central difference at step 1e-2: pass the eps you were given on to numerical_gradient")]
     for arguments, grad, kwargs, should_pass, why in cases:
         what = f"gradient_check(f, x, {arguments})"
-        ok, error = parts(t.student.gradient_check(f, x, grad, **kwargs), 2, what)
+        ok, error = parts(pure(t, t.student.gradient_check, f, x, grad, what=what, **kwargs), 2, what)
         ok = as_bool(ok, what)
         if ok != should_pass:
             raise CheckFailed(f"{what} returned ok={ok!r}, expected {should_pass}: {why}.")
@@ -318,7 +328,7 @@ def mean_loss(params: dict, contexts: np.ndarray, targets: np.ndarray) -> float:
        public=True, timeout=60, uses=("context_windows", "train_ffnn"), needs=("init_params", "ffnn_loss_and_grads"))
 def public_train(t):
     what = "context_windows([5, 6, 7], 2)"
-    contexts, targets = parts(call_pure(t.student.context_windows, np.array([5, 6, 7]), 2, what=what), 2, what)
+    contexts, targets = parts(pure(t, t.student.context_windows, np.array([5, 6, 7]), 2, what=what), 2, what)
     assert_close(contexts, np.array([[0, 0], [0, 5], [5, 6]]), f"{what}: contexts", rtol=0, atol=0)
     assert_close(targets, np.array([5, 6, 7]), f"{what}: targets", rtol=0, atol=0)
     # One step on a stream of zeros: every window is ([0, 0], 0), so every minibatch is the same and the
@@ -332,7 +342,7 @@ def public_train(t):
                         "ffnn_loss_and_grads(start, 4 windows of zeros)")
     grads = param_dict(grads, "ffnn_loss_and_grads(...): grads")
     what = "train_ffnn(20 zeros, 5, context=2, dim=2, hidden=3, lr=0.5, batch_size=4, steps=1, seed=1, start=start)"
-    params, losses = parts(call_pure(t.student.train_ffnn, np.zeros(20, dtype=np.int64), V, **settings, start=start,
+    params, losses = parts(pure(t, t.student.train_ffnn, np.zeros(20, dtype=np.int64), V, **settings, start=start,
                                      what=what), 2, what)
     params = param_dict(params, what)
     for name in PARAM_NAMES:

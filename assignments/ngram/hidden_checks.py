@@ -15,6 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from autograder.checking import properties
 from autograder.checking.checks import check
 from autograder.checking.compare import assert_close, assert_equal
 from autograder.checking.perplexity import (check_distributions, context_at, log_ratio, perplexity_from_logprobs,
@@ -118,6 +119,16 @@ def reference_logprob(p: float) -> float:
     return math.log(p) if p > 0 else -math.inf
 
 
+def pure(t, call, *args, what: str, **kwargs):
+    """`call_pure` (the arguments come back unchanged), then the matrix's `generator` property of the same call:
+    nothing here but `generate` draws random numbers, and that from its own random.Random(seed), so a
+    `random.seed` or `np.random.seed` left inside moves the global generators for everyone."""
+    result = call_pure(call, *args, what=what, **kwargs)
+    name, _, rest = what.partition("(")
+    properties.run_generator(t, name, call, rest[:-1] if rest.endswith(")") else rest, args, kwargs)
+    return result
+
+
 def fitted(t, remote_class, args: tuple, corpus, what: str, **kwargs):
     """`remote_class(*args).fit(corpus)`, checking that neither the vocabulary nor the corpus changed
     and that fit returned the model."""
@@ -126,6 +137,8 @@ def fitted(t, remote_class, args: tuple, corpus, what: str, **kwargs):
     args = tuple(vocab_handle if a is vocab else a for a in args)
     lm = remote_class(*args, **kwargs)
     result = call_pure(lm.fit, corpus, what=f"{what}.fit(corpus)")
+    # the generator property on a model of its own (a second fit of `lm` could count the corpus twice)
+    properties.run_generator(t, f"{what}.fit", remote_class(*args, **kwargs).fit, "corpus", (corpus,))
     if result is None:
         raise CheckFailed(f"{what}.fit(corpus) returned None: the docstring says fit returns self, so that "
                           f"{remote_class._label}(...).fit(...) can be used in one line.")
@@ -310,7 +323,8 @@ def tokenize_hidden(t):
 def vocab_hidden(t):
     corpus = random_corpus(t.rng, 200, 80) + [["<s>", "w1"], ["<s>", "w2"]]
     for min_count in (1, 3):
-        vocab = call_pure(t.student.build_vocab, corpus, min_count=min_count, what=f"build_vocab(corpus, min_count={min_count})")
+        vocab = pure(t, t.student.build_vocab, corpus, min_count=min_count,
+                     what=f"build_vocab(corpus, min_count={min_count})")
         if not isinstance(vocab, (set, frozenset)):
             raise CheckFailed(f"build_vocab(corpus, min_count={min_count}) returned a {type(vocab).__name__}; "
                               "the docstring says it returns a set")
@@ -320,7 +334,7 @@ def vocab_hidden(t):
     assert_equal(t.student.build_vocab(corpus), t.ref.build_vocab(corpus, 2), "build_vocab(corpus) with the default min_count")
     vocab = t.ref.build_vocab(corpus, 3)
     sentence = corpus[0] + ["never-seen", "w79", "<s>", "never-seen"]
-    got = call_pure(t.student.replace_oov, sentence, vocab, what="replace_oov(sentence, vocab)")
+    got = pure(t, t.student.replace_oov, sentence, vocab, what="replace_oov(sentence, vocab)")
     assert_equal(got, t.ref.replace_oov(sentence, vocab), "replace_oov(sentence, vocab)")
 
 
@@ -329,7 +343,7 @@ def vocab_hidden(t):
 def pad_hidden(t):
     for tokens in (["to", "be", "or"], [], ["x"]):
         for n in (1, 2, 4, 5):
-            got = call_pure(t.student.pad, tokens, n, what=f"pad({tokens}, {n})")
+            got = pure(t, t.student.pad, tokens, n, what=f"pad({tokens}, {n})")
             assert_equal(got, t.ref.pad(tokens, n), f"pad({tokens}, {n})")
 
 
@@ -340,7 +354,7 @@ def pad_hidden(t):
 def counts_exact(t):
     sentences = [["a", "a", "a"], ["b"], [], ["a", "b", "a", "b"]]
     for n in (1, 2, 3, 4):
-        got = call_pure(t.student.count_ngrams, sentences, n, what=f"count_ngrams(sentences, {n})")
+        got = pure(t, t.student.count_ngrams, sentences, n, what=f"count_ngrams(sentences, {n})")
         assert_equal(got, t.ref.count_ngrams(sentences, n),
                      f"count_ngrams([['a','a','a'], ['b'], [], ['a','b','a','b']], {n})")
 
@@ -495,7 +509,7 @@ def tune_lambdas_hidden(t):
         return perplexity_from_logprobs(total, sum(len(s) + 1 for s in sentences))
 
     best = min(candidates, key=ppl)
-    got = call_pure(t.student.tune_lambdas, t.student.put(models, "models"), sentences, candidates,
+    got = pure(t, t.student.tune_lambdas, t.student.put(models, "models"), sentences, candidates,
                     what="tune_lambdas(models, sentences, candidates)")
     if not isinstance(got, (list, tuple)) or [float(x) for x in got] != best:
         raise CheckFailed(f"tune_lambdas(models, 40 sentences, 9 candidates) returned {got}, but {best} has lower "
@@ -555,7 +569,7 @@ def chain_rule(t):
         assert_close([got[i] for i in finite], [expected[i] for i in finite],
                      f"sentence_logprob(order-{n} table model, sentence)")
     sentence = ["x", "<unk>", "y"]
-    call_pure(t.student.sentence_logprob, lm, sentence, what=f"sentence_logprob(lm, {sentence})")
+    pure(t, t.student.sentence_logprob, lm, sentence, what=f"sentence_logprob(lm, {sentence})")
 
 
 @check(4, 1, "perplexity: value, token count with </s> and <unk>, infinity for probability 0, no side effects",
@@ -569,7 +583,7 @@ def perplexity_hidden(t):
     sentences = [[words[i] for i in t.rng.integers(0, 3, t.rng.integers(0, 9))] for _ in range(25)]
     total = sum(table_sentence_logprob(local, s) for s in sentences)
     expected = perplexity_from_logprobs(total, sum(len(s) + 1 for s in sentences))
-    got = call_pure(t.student.perplexity, lm, sentences, what="perplexity(bigram table model, 25 sentences)")
+    got = pure(t, t.student.perplexity, lm, sentences, what="perplexity(bigram table model, 25 sentences)")
     assert_close(got, expected, "perplexity(bigram table model, 25 sentences with <unk>)")
     table[("x",)] = {"x": 0.0, "y": 0.5, "<unk>": 0.25, "</s>": 0.25}
     zero_lm = t.student.support("TableLM", 2, vocab, table)
@@ -664,6 +678,7 @@ def sampling_hidden(t):
     outputs = t.student.generate.map([(lm, max_len, False, seed) for seed in range(n)])
     transition_test(outputs, max_len, SAMPLE_TABLE, f"generate(lm, max_len={max_len}, seed=s) for {n} seeds",
                     false_fail=FALSE_FAIL)
+    properties.run_generator(t, "generate", t.student.generate, "lm, max_len=15, seed=3", (lm, 15, False, 3))
     for seed in (3, 11):
         again = call_twice(t.student.generate, lm, max_len=15, seed=seed, what=f"generate(lm, max_len=15, seed={seed})")
         if t.student.generate(lm, 15, False, seed) != again:
