@@ -443,7 +443,7 @@ def rope_formula(t):
         "inputs": [S(f"x (2, 3, 6, 8), positions {p.tolist()}, float64", (x, p), hint=hint) for p in positions]
         + [S("x (2, 3, 6, 8), positions arange(6), base=100.0, float64", (x, positions[0], 100.0), hint=hint)],
         # x (..., T, d) with any number of leading dimensions
-        "shapes": [S(f"x {shape}, positions arange(6), float64", (randn(t, *shape), positions[0]), hint=hint)
+        "shapes": [S(f"x {shape}, positions arange(6), float64", (randn(t, *shape), positions[0]))
                    for shape in ((6, 8), (2, 1, 3, 6, 4))],
         "extremes": [S("x (2, 3, 6, 8), positions up to 2999, float64", (x, torch.tensor([2999, 17, 1500, 2998, 3,
                                                                                          2000])), wrt=(0,))],
