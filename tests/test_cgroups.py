@@ -222,4 +222,5 @@ def test_a_worker_that_cannot_start_leaves_no_cgroup_behind(grader_cgroup):
     workers left 130 of them."""
     seen = run_grader(grader_cgroup, script=FAILED_START)
     assert "could not start" in seen["crashed"], seen
+    assert "OSError: refused by the test" in seen["crashed"], seen  # which step failed, not only "preexec_fn"
     assert seen["left"] == [], seen

@@ -196,6 +196,15 @@ class Sandbox:
         prepared = Prepared(plan)
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
+        told_r, told_w = os.pipe()  # exec: which step of `confine` failed (subprocess only says "preexec_fn")
+
+        def confined() -> None:
+            try:
+                confine(plan, ruleset, prepared)
+            except BaseException as exc:
+                os.write(told_w, f"{type(exc).__name__}: {exc}".encode(errors="replace")[:400])
+                raise
+
         try:
             if server is not None:
                 self.proc = server.spawn(plan, worker_env(str(self.scratch), cuda),
@@ -208,12 +217,18 @@ class Sandbox:
                      *preload],
                     cwd=self.scratch, env=worker_env(str(self.scratch), cuda), stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(to_worker_r, from_worker_w),
-                    start_new_session=True, preexec_fn=lambda: confine(plan, ruleset, prepared))
+                    start_new_session=True, preexec_fn=confined)
         except (OSError, subprocess.SubprocessError, ForkServerDown) as exc:
             for fd in (to_worker_r, to_worker_w, from_worker_r, from_worker_w):
                 os.close(fd)
             if isinstance(exc, ForkServerDown):
                 raise
+            os.set_blocking(told_r, False)
+            try:
+                told = os.read(told_r, 400).decode(errors="replace")
+            except OSError:  # nothing written: the failure came before or after `confine`
+                told = ""
+            exc = f"{exc} ({told})" if told else exc
             who = f" as user {self.identity[2]}, who must be able to run {python} and read {PACKAGE_DIR}" \
                 if self.identity else ""
             if plan.drop_caps:
@@ -222,6 +237,8 @@ class Sandbox:
         finally:
             if ruleset is not None:
                 os.close(ruleset)
+            os.close(told_r)
+            os.close(told_w)
         LIVE_WORKERS.add(self.proc.pid)
         self.userns = worker_user_namespace(self.proc.pid)
         os.close(to_worker_r)
