@@ -555,4 +555,6 @@ def test_statistics_and_contextlib_run_under_the_guard():
               "def summary():\n    with contextlib.nullcontext():\n"
               "        return statistics.fmean([1.0, 2.0, 4.0]), statistics.median([3, 1, 2]), statistics.stdev([1.0, 3.0])\n")
     out = _run_guarded(source, ["summary"], sorted(policy.BASE_IMPORTS | {policy.FUTURE}))
-    assert "summary gave (2.3333333333333335, 2, 1.4142135623730951)" in out, out
+    import math
+    expected = (7 / 3, 2, math.sqrt(2))  # the mean of 1, 2, 4; the median of 3, 1, 2; the sample sd of 1, 3
+    assert f"summary gave {expected}" in out, out
